@@ -1,0 +1,1 @@
+"""obsgen: alerts and dashboards for large distributed training jobs, defined in Python."""

@@ -1,0 +1,223 @@
+"""Every tunable of obsgen, with its default and one comment.
+
+A config file (``obsgen.yaml`` by default, optional) is merged over these defaults and
+validated against ``config.schema.json``; every problem is reported as one line
+``<file>: <path>: <reason>``. Per-alert settings (``for``, severity, team) default to
+what the alert's family module declares and are overridden under ``alerts:``.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from . import contract
+
+DEFAULTS: dict[str, Any] = {
+    # Renames, contract key -> metric name in your Prometheus (e.g. after a relabel).
+    "metrics": {},
+    # Renames, contract label key -> label name in your Prometheus.
+    "labels": {},
+    # Extra matchers put on every selector, label -> value (e.g. cluster: a); a value
+    # given as {"=~": "a|b"} is a regex. These labels are also kept on recorded series.
+    "selector": {},
+    "thresholds": {
+        # A rank straggles while its mean compute time is this many times its stage's median.
+        "straggler_ratio": 1.10,
+        # A straggler is persistent once it straggled in more than this share of the window.
+        "straggler_persistent_fraction": 0.5,
+        # Distinct non-persistent straggling ranks in the window that make stragglers transient.
+        "straggler_transient_ranks": 2,
+        # Gradient norm above this many times its baseline is an explosion.
+        "grad_explosion_factor": 10,
+        # Gradient norm below this share of its long baseline is vanishing.
+        "grad_vanishing_fraction": 0.01,
+        # Observed bubble above this many times the theoretical (p-1)/(m+p-1) is excess.
+        "bubble_excess_factor": 1.5,
+        # A training job whose last checkpoint is older than this has stopped checkpointing.
+        "checkpoint_max_age": "30m",
+        # Checkpoint seconds per training second above this share is too much overhead.
+        "checkpoint_overhead_ratio": 0.05,
+    },
+    "windows": {
+        # Rate window for per-rank means; at least 4 scrape intervals.
+        "rate": "5m",
+        # Window in which stragglers are judged persistent or transient.
+        "straggler_persistence": "30m",
+        # Averaging window of the gradient-explosion baseline.
+        "grad_baseline": "1h",
+        # Averaging window of the vanishing-gradient baseline.
+        "grad_long_baseline": "6h",
+        # A rank that completed no step in this window is not making progress (> 2 steps).
+        "progress": "2m",
+        # How long a job's world size and progress are remembered after its ranks vanish.
+        "memory": "1h",
+        # Window over which checkpoint overhead is averaged.
+        "checkpoint_overhead": "1h",
+    },
+    # Team label value for each role; alerts route by role (platform: hardware, placement,
+    # storage; workload: data, model, code).
+    "teams": {"platform": "platform", "workload": "workload"},
+    # Per-alert overrides: {Alert_Name: {for: 10m, severity: critical, team: platform}}.
+    "alerts": {},
+    # Labels added to every alert (e.g. env: prod).
+    "common_labels": {},
+    # runbook_url of every alert; {alert} is replaced by the alert name.
+    "runbook_url": "https://github.com/obsgen/obsgen/blob/main/docs/runbooks/{alert}.md",
+    # Evaluation interval of the rule groups; null leaves Prometheus' global interval.
+    "rule_interval": None,
+    # Alert families to render, in registry order; null renders all of them.
+    "families": None,
+}
+
+DEFAULT_PATH = "obsgen.yaml"
+DURATION_RE = re.compile(r"^(?=\d)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
+_UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
+
+
+class ConfigError(Exception):
+    """Raised with one line per problem, each naming the file, the path and the reason."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def seconds(duration: str) -> float:
+    """Seconds in a Prometheus duration such as ``1h30m``."""
+    return sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)(ms|[ywdhms])", duration))
+
+
+@dataclass(frozen=True)
+class Config:
+    data: dict[str, Any]
+    source: str
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def metric(self, key: str) -> str:
+        return self.data["metrics"].get(key, key)
+
+    def label(self, key: str) -> str:
+        return self.data["labels"].get(key, key)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses duplicate keys instead of keeping the last one."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: set = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                 _construct_mapping)
+
+
+def schema(alert_names: list[str] | None = None) -> dict[str, Any]:
+    """The JSON Schema, with the contract's metric and label keys (and the alert names,
+    when given) filled in so an unknown name is an error."""
+    doc = json.loads(resources.files("obsgen").joinpath("config.schema.json").read_text())
+    props = doc["properties"]
+    props["metrics"]["properties"] = {k: {"$ref": "#/$defs/metric_name"} for k in contract.METRICS}
+    props["labels"]["properties"] = {k: {"$ref": "#/$defs/label_name"} for k in contract.LABELS}
+    if alert_names is not None:
+        props["alerts"]["properties"] = {a: {"$ref": "#/$defs/alert_override"} for a in alert_names}
+    return doc
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and out[key]:
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _path(error: jsonschema.ValidationError) -> str:
+    parts = [str(p) for p in error.absolute_path]
+    return ".".join(parts) if parts else "(top level)"
+
+
+def _reason(e: jsonschema.ValidationError) -> str:
+    v, got = e.validator, e.instance
+    if v == "additionalProperties":
+        extra = sorted(set(got) - set(e.schema.get("properties", {})))
+        known = ", ".join(sorted(e.schema.get("properties", {}))) or "none"
+        return f"unknown key {extra[0]!r} (known: {known})" if extra else e.message
+    if v == "exclusiveMinimum":
+        return f"must be > {e.validator_value}, got {got!r}"
+    if v == "minimum":
+        return f"must be >= {e.validator_value}, got {got!r}"
+    if v == "exclusiveMaximum":
+        return f"must be < {e.validator_value}, got {got!r}"
+    if v == "maximum":
+        return f"must be <= {e.validator_value}, got {got!r}"
+    if v == "type":
+        want = e.validator_value if isinstance(e.validator_value, str) else " or ".join(e.validator_value)
+        return f"must be of type {want}, got {type(got).__name__} {got!r}"
+    if v == "enum":
+        return f"must be one of {', '.join(map(str, e.validator_value))}, got {got!r}"
+    if v == "pattern":
+        hint = e.schema.get("description", f"must match {e.validator_value}")
+        return f"{hint}, got {got!r}"
+    if v == "required":
+        return e.message
+    return e.message
+
+
+def validate(data: Any, source: str, alert_names: list[str] | None = None) -> list[str]:
+    """Problems with a merged config, one line each, sorted by path."""
+    validator = jsonschema.Draft202012Validator(schema(alert_names))
+    problems = []
+    for err in validator.iter_errors(data):
+        # Report the most specific failure of a oneOf/anyOf rather than the umbrella.
+        leaf = min(err.context, key=lambda c: len(c.message)) if err.context else err
+        path = _path(leaf) if err.context else _path(err)
+        problems.append((path, f"{source}: {path}: {_reason(leaf)}"))
+    return [line for _, line in sorted(set(problems))]
+
+
+def load(path: str | Path | None = None, alert_names: list[str] | None = None) -> Config:
+    """Load ``path`` (or the defaults when it is None and obsgen.yaml does not exist)."""
+    if path is None:
+        path = DEFAULT_PATH if Path(DEFAULT_PATH).exists() else None
+    if path is None:
+        return Config(copy.deepcopy(DEFAULTS), "(defaults)")
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"{source}: cannot read: {exc.strerror}"]) from None
+    try:
+        user = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no Python objects
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"line {mark.line + 1}" if mark else "(top level)"
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError([f"{source}: {where}: invalid YAML: {what}"]) from None
+    if user is None:
+        user = {}
+    if not isinstance(user, dict):
+        raise ConfigError([f"{source}: (top level): must be a mapping, got {type(user).__name__}"])
+    problems = validate(user, source, alert_names)
+    if problems:
+        raise ConfigError(problems)
+    return Config(_merge(DEFAULTS, user), source)

@@ -1,0 +1,187 @@
+"""The metric contract: every metric, label and recorded series obsgen reads or writes.
+
+This module is the only place where metric and label names are written out. Rules and
+panels refer to metrics by their key (the default name); the config may rename any of
+them (``metrics:`` and ``labels:`` in obsgen.yaml) without touching a rule.
+
+Conventions every series follows:
+
+* Every scraped series also carries the scrape's ``job`` and ``instance`` labels.
+  ``instance`` changes when a job restarts on other pods or hosts, so rules group by
+  ``job_id`` / ``rank`` (and ``stage`` / ``node`` where known), never by instance or pod.
+* Histograms use prometheus_client's default buckets (5 ms .. 10 s). They are too coarse
+  for quantiles of step or compute time, so rules read ``_sum`` / ``_count`` means.
+* Recorded series follow the ``level:metric:operation`` naming convention.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
+
+# Emitters, named once so docs and the plan say who produces each series.
+INSTRUMENT = "obsgen.instrument (the training process, one endpoint per rank)"
+
+
+@dataclass(frozen=True)
+class Label:
+    key: str
+    help: str
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # default name, and the key under ``metrics:`` in the config
+    type: str
+    labels: tuple[str, ...]  # label keys
+    unit: str
+    help: str
+    emitter: str = INSTRUMENT
+
+
+LABELS: dict[str, Label] = {
+    l.key: l
+    for l in (
+        Label("job_id", "training job (one run, across restarts)"),
+        Label("rank", "global rank of the process, 0 .. world_size-1"),
+        Label("stage", "pipeline-parallel stage of the rank (0 when PP is not used)"),
+        Label("node", "host the rank runs on, where the emitter knows it"),
+        Label("phase", "forward or backward, on pipeline stage timings"),
+        Label("op", "collective operation, e.g. AllReduce, AllGather, ReduceScatter"),
+        Label("group", "parallel group of a collective: dp, tp, pp, ep, cp, fsdp or unknown"),
+        Label("job", "scrape job, added by Prometheus"),
+        Label("instance", "scrape target, added by Prometheus; changes on restart"),
+        # Labels obsgen itself puts on alerts.
+        Label("severity", "alert severity: critical, warning or info"),
+        Label("team", "team an alert routes to (platform or workload role)"),
+        Label("signal", "which metric of a multi-signal alert tripped it"),
+    )
+}
+
+_JRS = ("job_id", "rank", "stage")
+
+METRICS: dict[str, Metric] = {
+    m.key: m
+    for m in (
+        Metric("train_step_seconds", HISTOGRAM, _JRS, "seconds",
+               "wall time of one training step (equal on all ranks of a synchronous job)"),
+        Metric("train_compute_seconds", HISTOGRAM, _JRS, "seconds",
+               "local forward+backward time before the rank reaches the gradient collective"),
+        Metric("nccl_collective_duration_seconds", HISTOGRAM, ("job_id", "rank", "op", "group"),
+               "seconds", "time inside a collective: waiting for peers plus transfer"),
+        Metric("pipeline_stage_seconds", HISTOGRAM, ("job_id", "rank", "stage", "phase"),
+               "seconds", "busy time of the pipeline stage per step, by phase"),
+        Metric("train_pipeline_stages", GAUGE, ("job_id", "rank"), "count",
+               "pipeline-parallel size p"),
+        Metric("train_microbatches_per_step", GAUGE, ("job_id", "rank"), "count",
+               "microbatches per step m"),
+        Metric("train_grad_norm", GAUGE, ("job_id", "rank"), "none",
+               "global gradient norm of the last step (may come from one rank only)"),
+        Metric("train_loss", GAUGE, ("job_id", "rank"), "none",
+               "training loss of the last step (may come from one rank only)"),
+        Metric("train_world_size", GAUGE, ("job_id", "rank"), "count",
+               "number of ranks in the job"),
+        Metric("train_current_step", GAUGE, ("job_id", "rank"), "steps",
+               "last completed step"),
+        Metric("train_planned_steps", GAUGE, ("job_id", "rank"), "steps",
+               "steps the run is planned to train for"),
+        Metric("train_checkpoint_timestamp_seconds", GAUGE, ("job_id", "rank"), "unix seconds",
+               "time of the last successful checkpoint, or the job's start before the first"),
+        Metric("train_checkpoint_total", COUNTER, ("job_id", "rank"), "checkpoints",
+               "checkpoints written"),
+        Metric("train_checkpoint_seconds_total", COUNTER, ("job_id", "rank"), "seconds",
+               "seconds spent writing checkpoints"),
+        Metric("train_run_id", GAUGE, ("job_id", "rank"), "generation",
+               "restart generation of the job (increments on every restart)"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A series obsgen's recording rules write. ``name`` may hold ``{window}`` fields
+    (filled from ``windows:`` in the config) so a name never lies about its window."""
+
+    key: str
+    name: str
+    labels: tuple[str, ...]
+    help: str
+
+
+_RANK = ("job_id", "rank", "stage")
+
+RECORDED: dict[str, Recorded] = {
+    r.key: r
+    for r in (
+        # stragglers
+        Recorded("compute_mean", "job_rank:train_compute_seconds:mean{rate}", _RANK,
+                 "mean local compute time per step of each rank"),
+        Recorded("compute_median", "job_stage:train_compute_seconds:median{rate}",
+                 ("job_id", "stage"),
+                 "median over the ranks of a stage of their mean compute time"),
+        Recorded("compute_ratio", "job_rank:train_compute_seconds:ratio_to_median{rate}", _RANK,
+                 "rank's mean compute time divided by its stage's median"),
+        Recorded("straggler_flag", "job_rank:train_straggler:flag{rate}", _RANK,
+                 "1 while the rank is slower than the straggler threshold, else 0"),
+        Recorded("straggler_ranks", "job:train_straggler_ranks:count{straggler_persistence}",
+                 ("job_id",),
+                 "ranks that straggled in the window without being persistent stragglers"),
+        # gradients
+        Recorded("grad_norm_finite", "job:train_grad_norm:finite_max", ("job_id",),
+                 "job's gradient norm, NaN and Inf dropped"),
+        Recorded("grad_norm_baseline", "job:train_grad_norm:median{grad_baseline}", ("job_id",),
+                 "median finite gradient norm (explosion baseline)"),
+        Recorded("grad_norm_long_baseline", "job:train_grad_norm:median{grad_long_baseline}",
+                 ("job_id",), "median finite gradient norm (vanishing baseline)"),
+        # pipeline
+        Recorded("stage_busy", "job_rank:pipeline_stage_busy:ratio{rate}", _RANK,
+                 "fraction of step wall time the rank's stage is busy"),
+        Recorded("bubble", "job_stage:pipeline_bubble:ratio{rate}", ("job_id", "stage"),
+                 "observed pipeline bubble of a stage, 1 - busy/wall"),
+        Recorded("pp_size", "job:train_pipeline_stages:max", ("job_id",),
+                 "pipeline-parallel size p of the job"),
+        Recorded("microbatches", "job:train_microbatches_per_step:max", ("job_id",),
+                 "microbatches per step m of the job"),
+        Recorded("bubble_theoretical", "job:pipeline_bubble:theoretical_ratio", ("job_id",),
+                 "1F1B bubble (p-1)/(m+p-1)"),
+        # checkpoints
+        Recorded("checkpoint_last", "job:train_checkpoint_timestamp_seconds:max", ("job_id",),
+                 "time of the job's last checkpoint"),
+        Recorded("checkpoint_overhead", "job:train_checkpoint_overhead:ratio{checkpoint_overhead}",
+                 ("job_id",),
+                 "checkpoint seconds per training second, worst rank of the job"),
+        # ranks
+        Recorded("rank_steps", "job_rank:train_steps:increase{progress}", ("job_id", "rank"),
+                 "steps the rank completed in the progress window"),
+        Recorded("ranks_progressing", "job:train_ranks_progressing:count", ("job_id",),
+                 "ranks of the job that completed a step in the progress window"),
+        Recorded("world_size", "job:train_world_size:max", ("job_id",),
+                 "world size the job's ranks report"),
+        Recorded("current_step", "job:train_current_step:max", ("job_id",),
+                 "job's last completed step"),
+        Recorded("planned_steps", "job:train_planned_steps:max", ("job_id",),
+                 "job's planned steps"),
+        Recorded("step_mean", "job:train_step_seconds:mean{rate}", ("job_id",),
+                 "job's mean step wall time"),
+    )
+}
+
+# Bucket boundaries of prometheus_client's default histogram (its DEFAULT_BUCKETS).
+DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                   7.5, 10.0, float("inf"))
+
+
+class _Names:
+    """Attribute access to contract entries (``M.train_step_seconds``), so code outside
+    this module refers to a name without spelling it as a string."""
+
+    def __init__(self, entries: dict):
+        self.__dict__.update(entries)
+
+    def __iter__(self):
+        return iter(self.__dict__.values())
+
+
+M = _Names(METRICS)
+L = _Names(LABELS)
+R = _Names(RECORDED)

@@ -1,0 +1,51 @@
+"""The definitions families produce: recording rules, alerts, and the family itself."""
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field, replace
+
+SEVERITIES = ("critical", "warning", "info")
+ROLES = ("platform", "workload")
+
+
+def expr(text: str) -> str:
+    """Normalise an expression written as an indented triple-quoted string."""
+    return textwrap.dedent(text).strip("\n").rstrip()
+
+
+@dataclass(frozen=True)
+class Record:
+    name: str  # rendered name (contract.RECORDED, windows filled in)
+    expr: str
+
+
+@dataclass(frozen=True)
+class Alert:
+    name: str
+    expr: str
+    for_: str
+    severity: str
+    role: str  # which team the alert routes to: platform or workload
+    summary: str
+    description: str
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+    def with_(self, **changes) -> "Alert":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    doc: str
+    rules: tuple[Record | Alert, ...]
+    requires: tuple[str, ...] = ()  # families whose recorded series this one reads
+
+    @property
+    def records(self) -> tuple[Record, ...]:
+        return tuple(r for r in self.rules if isinstance(r, Record))
+
+    @property
+    def alerts(self) -> tuple[Alert, ...]:
+        return tuple(r for r in self.rules if isinstance(r, Alert))

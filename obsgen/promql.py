@@ -1,0 +1,100 @@
+"""Building blocks for PromQL: selectors, grouping clauses and literals, with the config's
+renames and extra selector applied in one place.
+
+Families write expressions as f-strings over a ``Ctx``::
+
+    f"sum {c.by(L.job_id, L.rank)} (rate({c.m(M.train_step_seconds, '_count')}[{c.w('rate')}]))"
+
+so no metric or label name is spelled outside the contract, and the extra selector's
+labels (e.g. ``cluster``) are kept by every aggregation: recorded series of two clusters
+evaluated by one ruler never collide.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+from . import contract
+from .config import Config
+
+
+def quote(value: str) -> str:
+    """A PromQL double-quoted string literal that means exactly ``value``.
+
+    Backslash, double quote and control characters are escaped the way Go's strconv
+    (which both Prometheus and MetricsQL use) reads them back."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def number(x: float) -> str:
+    """A PromQL number literal for ``x`` without float noise (10, 1.1, 0.01)."""
+    if math.isinf(x):
+        return "+Inf" if x > 0 else "-Inf"
+    if float(x).is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return repr(float(x))
+
+
+class Ctx:
+    """What a family needs from the config to write its expressions."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        sel = cfg["selector"]
+        self.carry = tuple(sel)  # labels of the extra selector, kept by every aggregation
+        self._matchers = tuple(self._matcher(k, v) for k, v in sel.items())
+
+    @staticmethod
+    def _matcher(label: str, value) -> str:
+        op, val = ("=", value) if isinstance(value, str) else next(iter(value.items()))
+        return f"{label}{op}{quote(val)}"
+
+    def _selector(self, name: str, extra: tuple[str, ...] = ()) -> str:
+        matchers = self._matchers + extra
+        return f"{name}{{{', '.join(matchers)}}}" if matchers else name
+
+    # names -------------------------------------------------------------------------
+    def l(self, label: contract.Label) -> str:
+        """Configured name of a contract label."""
+        return self.cfg.label(label.key)
+
+    def mname(self, metric: contract.Metric) -> str:
+        return self.cfg.metric(metric.key)
+
+    def rname(self, rec: contract.Recorded) -> str:
+        """Name of a recorded series, its windows filled in."""
+        return rec.name.format(**self.cfg["windows"])
+
+    # selectors ---------------------------------------------------------------------
+    def m(self, metric: contract.Metric, suffix: str = "",
+          match: dict[contract.Label, str] | None = None) -> str:
+        """Selector of a contract metric (``suffix`` e.g. ``_sum`` for histograms);
+        ``match`` adds equality matchers on contract labels."""
+        extra = tuple(f"{self.l(k)}={quote(v)}" for k, v in (match or {}).items())
+        return self._selector(self.mname(metric) + suffix, extra)
+
+    def r(self, rec: contract.Recorded) -> str:
+        """Selector of a recorded series."""
+        return self._selector(self.rname(rec))
+
+    # clauses -----------------------------------------------------------------------
+    def labels(self, *labels: contract.Label) -> str:
+        names = list(self.carry) + [self.l(k) for k in labels]
+        return ", ".join(dict.fromkeys(names))
+
+    def by(self, *labels: contract.Label) -> str:
+        return f"by ({self.labels(*labels)})"
+
+    def on(self, *labels: contract.Label) -> str:
+        return f"on ({self.labels(*labels)})"
+
+    # values ------------------------------------------------------------------------
+    def w(self, key: str) -> str:
+        return self.cfg["windows"][key]
+
+    def t(self, key: str) -> str:
+        return number(self.cfg["thresholds"][key])
+
+    def tl(self, label: contract.Label) -> str:
+        """Alert template reference to a label's value."""
+        return "{{ $labels.%s }}" % self.l(label)
