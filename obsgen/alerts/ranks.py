@@ -1,0 +1,90 @@
+"""Ranks: is every rank of the job making progress?
+
+A rank makes progress when its step counter (``train_step_seconds_count``) grew within
+the progress window. The job's expected rank count is its world size, *remembered* for
+the memory window: when every rank is gone, their series vanish, and a rule that counts
+live ranks (as the reference document's does) has nothing left to compare and goes
+silent exactly when the job is dead. Here the remembered world size keeps the job's
+labels ("expected unless observed"), and the progressing count falls back to 0.
+
+The rule fires only for jobs that trained at some point in the memory window (a job
+still initialising has made no progress yet and is not failed), and never for a job
+whose last step reached its planned steps (it finished and exited). It also catches a
+job whose ranks are all present but hung, e.g. in a collective, since they make no
+progress. Elastic jobs that shrink on purpose keep the larger world size in memory for
+the memory window and should raise ``windows.memory`` awareness in their runbook.
+
+## Train_RankFailed
+
+Fewer ranks made progress in the progress window than the job's world size: ranks
+died, hung, or their metrics are no longer scraped. A synchronous job cannot continue
+without every rank; the remaining ranks wait in their next collective until the NCCL
+timeout kills them.
+
+Check first:
+1. The scheduler's view of the job's pods or Slurm tasks: OOM kills, evictions, node failures (NotReady nodes, Xid errors, ECC errors on the hosts of the missing ranks).
+2. If every rank is present but none progresses, a hang: NCCL timeouts in the logs, a rank stuck in data loading or a deadlocked collective (py-spy dump of one rank shows where).
+3. Whether the job restarts by itself (torchrun elastic, Slurm requeue) and from which checkpoint; if it does not, drain the failed node and resubmit.
+"""
+from __future__ import annotations
+
+from ..model import Alert, Family, Record, expr
+from ..contract import L, M, R
+from ..promql import Ctx
+
+NAME = "ranks"
+
+
+def build(c: Ctx) -> Family:
+    memory, progress, rate = c.w("memory"), c.w("progress"), c.w("rate")
+    world = f"max_over_time({c.r(R.world_size)}[{memory}])"
+    job = c.tl(L.job_id)
+    rules = (
+        Record(c.rname(R.rank_steps), expr(f"""
+            sum {c.by(L.job_id, L.rank)} (increase({c.m(M.train_step_seconds, '_count')}[{progress}]))
+        """)),
+        Record(c.rname(R.ranks_progressing), expr(f"""
+            count {c.by(L.job_id)} ({c.r(R.rank_steps)} > 0)
+        """)),
+        Record(c.rname(R.world_size), expr(f"""
+            max {c.by(L.job_id)} ({c.m(M.train_world_size)})
+        """)),
+        Record(c.rname(R.current_step), expr(f"""
+            max {c.by(L.job_id)} ({c.m(M.train_current_step)})
+        """)),
+        Record(c.rname(R.planned_steps), expr(f"""
+            max {c.by(L.job_id)} ({c.m(M.train_planned_steps)})
+        """)),
+        Record(c.rname(R.step_mean), expr(f"""
+            sum {c.by(L.job_id)} (rate({c.m(M.train_step_seconds, '_sum')}[{rate}]))
+            /
+            (sum {c.by(L.job_id)} (rate({c.m(M.train_step_seconds, '_count')}[{rate}])) > 0)
+        """)),
+        Alert(
+            name="Train_RankFailed",
+            expr=expr(f"""
+                (
+                  {world}
+                  - {c.on(L.job_id)}
+                  ({c.r(R.ranks_progressing)} or 0 * {world})
+                ) > 0
+                and {c.on(L.job_id)}
+                max_over_time({c.r(R.ranks_progressing)}[{memory}]) > 0
+                unless {c.on(L.job_id)}
+                (
+                  max_over_time({c.r(R.current_step)}[{memory}])
+                  >= {c.on(L.job_id)}
+                  max_over_time({c.r(R.planned_steps)}[{memory}])
+                )
+            """),
+            for_="2m30s",
+            severity="critical",
+            role="platform",
+            summary=f"Ranks of job {job} stopped making progress",
+            description=(
+                f"{{{{ $value }}}} of the ranks of job {job} completed no step in the last "
+                f"{progress} (world size from {c.mname(M.train_world_size)}): they died, hung, "
+                "or are no longer scraped. The job cannot continue without them."),
+        ),
+    )
+    return Family(NAME, __doc__, rules)

@@ -1,0 +1,127 @@
+"""Stragglers: one slow rank holds every other rank back at each collective.
+
+In synchronous training every rank's *step* time is the same, because each step ends at
+the gradient collective (a barrier). Comparing step times therefore finds nothing, and
+comparing time *inside* the collective points at the wrong rank: the late rank waits
+least. The slow rank is found from its local compute time before the collective
+(``train_compute_seconds``): each rank's mean over the rate window is compared with the
+median of the ranks of the same pipeline stage (stages do different work, ranks of one
+stage do the same work). A rank whose mean is above ``thresholds.straggler_ratio`` times
+that median is *straggling*. Ranks are grouped by rank, never by instance, pod or node:
+a restarted rank is one rank across its old and new processes.
+
+Detection latency: a rank that turns 20% slower straggles after about half the rate
+window (2.5 minutes with 5m) and is persistent once it straggled in more than half of
+the 30-minute persistence window, so Train_Straggler_Persistent fires about 17.5 minutes
+after the onset with the defaults (15 minutes is the floor "most of 30 minutes" allows).
+
+## Train_Straggler_Persistent
+
+The same rank has been slower than its stage's median compute time by at least the
+straggler threshold in most of the persistence window. Every step of the job runs at
+that rank's speed, so the whole job is slowed by about the same share. A rank that is
+slow on every step is almost always hardware or placement: a throttled or degraded GPU,
+a bad NVLink, CPU affinity, a noisy neighbour on the host.
+
+Check first:
+1. The GPU of that rank in DCGM: clocks and throttle reasons (thermal, power), XID and ECC errors, SM-active against its peers.
+2. Whether the slowness follows the host: other jobs' ranks on the same node, the node's NIC and CPU load; a controlled swap of the rank to another node settles hardware against workload.
+3. Drain the node and open an RMA when the hardware is at fault; restart the job from its last checkpoint without that node.
+
+## Train_Straggler_Transient
+
+Ranks keep straggling, but a different rank each time: at least the configured number of
+distinct ranks straggled within the persistence window and none of them persistently.
+A straggler that moves between ranks follows the workload, not the hardware.
+
+Check first:
+1. The data pipeline: dataloader workers, prefetch depth, storage read latency, uneven sequence lengths or packing between batches.
+2. Routing balance in MoE models: tokens per expert and capacity-factor overflow on the ranks that straggled.
+3. Shared resources: host CPU contention, checkpoint or logging work done on some ranks only, network jitter from other jobs.
+"""
+from __future__ import annotations
+
+from ..model import Alert, Family, Record, expr
+from ..contract import L, M, R
+from ..promql import Ctx
+
+NAME = "stragglers"
+
+
+def _current_node(c: Ctx) -> str:
+    """1 per rank, labelled with the node of the rank's newest series. Rules group by rank,
+    not node: a restarted rank may land on another node, and grouping by node would split
+    it into an old and a new series whose warm-up skews the stage median."""
+    newest = f"topk {c.by(L.job_id, L.rank)} (1, timestamp({c.m(M.train_world_size)}))"
+    return f"(max {c.by(L.job_id, L.rank, L.node)} ({newest}) * 0 + 1)"
+
+
+def build(c: Ctx) -> Family:
+    rank = (L.job_id, L.rank, L.stage)
+    rate, persist = c.w("rate"), c.w("straggler_persistence")
+    pct = f"{(c.cfg['thresholds']['straggler_ratio'] - 1) * 100:g}%"
+    fraction = c.t("straggler_persistent_fraction")
+    where = (f"rank {c.tl(L.rank)} (stage {c.tl(L.stage)}"
+             "{{ with $labels.%s }}, node {{ . }}{{ end }})" % c.l(L.node))
+    rules = (
+        Record(c.rname(R.compute_mean), expr(f"""
+            sum {c.by(*rank)} (rate({c.m(M.train_compute_seconds, '_sum')}[{rate}]))
+            /
+            (sum {c.by(*rank)} (rate({c.m(M.train_compute_seconds, '_count')}[{rate}])) > 0)
+        """)),
+        Record(c.rname(R.compute_median), expr(f"""
+            quantile {c.by(L.job_id, L.stage)} (0.5, {c.r(R.compute_mean)})
+        """)),
+        Record(c.rname(R.compute_ratio), expr(f"""
+            {c.r(R.compute_mean)}
+            / {c.on(L.job_id, L.stage)} group_left ()
+            ({c.r(R.compute_median)} > 0)
+        """)),
+        Record(c.rname(R.straggler_flag), expr(f"""
+            {c.r(R.compute_ratio)} > bool {c.t('straggler_ratio')}
+        """)),
+        Record(c.rname(R.straggler_ranks), expr(f"""
+            count {c.by(L.job_id)} (
+              max {c.by(L.job_id, L.rank)} (max_over_time({c.r(R.straggler_flag)}[{persist}])) == 1
+              unless {c.on(L.job_id, L.rank)}
+              max {c.by(L.job_id, L.rank)} (avg_over_time({c.r(R.straggler_flag)}[{persist}])) > {fraction}
+            )
+        """)),
+        Alert(
+            name="Train_Straggler_Persistent",
+            expr=expr(f"""
+                (
+                  {c.r(R.compute_ratio)}
+                  and
+                  avg_over_time({c.r(R.straggler_flag)}[{persist}]) > {fraction}
+                )
+                * {c.on(L.job_id, L.rank)} group_left ({c.l(L.node)})
+                {_current_node(c)}
+            """),
+            for_="0s",
+            severity="warning",
+            role="platform",
+            summary=f"Persistent straggler: rank {c.tl(L.rank)} of job {c.tl(L.job_id)}",
+            description=(
+                f"In job {c.tl(L.job_id)}, {where} has been at least {pct} slower in compute "
+                f"than the median of its stage for most of the last {persist}; its compute "
+                'now takes {{ printf "%.1f" $value }}x the median. Every collective waits for '
+                "it, so the whole job runs at its speed."),
+        ),
+        Alert(
+            name="Train_Straggler_Transient",
+            expr=expr(f"""
+                {c.r(R.straggler_ranks)} >= {c.t('straggler_transient_ranks')}
+            """),
+            for_="10m",
+            severity="warning",
+            role="workload",
+            summary=f"Transient stragglers in job {c.tl(L.job_id)}",
+            description=(
+                f"In job {c.tl(L.job_id)}, {{{{ $value }}}} different ranks were at least {pct} "
+                f"slower in compute than their stage's median at some point in the last "
+                f"{persist}, none of them persistently. A straggler that moves between ranks "
+                "points at the data pipeline or shared resources, not at one GPU."),
+        ),
+    )
+    return Family(NAME, __doc__, rules)

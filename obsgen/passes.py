@@ -1,0 +1,93 @@
+"""Cross-cutting passes over the built families, then validation.
+
+Each pass takes the families and returns new ones; none of them knows about any
+particular alert. Order: per-alert overrides, routing and common labels, runbook links.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from . import contract
+from .contract import L
+from .config import Config
+from .model import Alert, Family, SEVERITIES, ROLES
+
+
+class DefinitionError(Exception):
+    """A problem with the definitions as configured, one line per problem."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def _map_alerts(families: list[Family], fn) -> list[Family]:
+    return [replace(f, rules=tuple(fn(r) if isinstance(r, Alert) else r for r in f.rules))
+            for f in families]
+
+
+def overrides(families: list[Family], cfg: Config) -> list[Family]:
+    """Per-alert ``for``, severity and team role from the config's ``alerts:``."""
+    def apply(a: Alert) -> Alert:
+        o = cfg["alerts"].get(a.name, {})
+        return a.with_(for_=o.get("for", a.for_), severity=o.get("severity", a.severity),
+                       role=o.get("team", a.role))
+    return _map_alerts(families, apply)
+
+
+def routing_labels(families: list[Family], cfg: Config) -> list[Family]:
+    """severity and team labels, then the config's common labels."""
+    def apply(a: Alert) -> Alert:
+        labels = {cfg.label(L.severity.key): a.severity, cfg.label(L.team.key): cfg["teams"][a.role],
+                  **a.labels}
+        labels.update(cfg["common_labels"])
+        return a.with_(labels=labels)
+    return _map_alerts(families, apply)
+
+
+def runbook_links(families: list[Family], cfg: Config) -> list[Family]:
+    def apply(a: Alert) -> Alert:
+        url = cfg["runbook_url"].replace("{alert}", a.name)
+        return a.with_(annotations={**a.annotations, "runbook_url": url})
+    return _map_alerts(families, apply)
+
+
+PASSES = (overrides, routing_labels, runbook_links)
+
+
+def run(families: list[Family], cfg: Config) -> list[Family]:
+    for p in PASSES:
+        families = p(families, cfg)
+    validate(families, cfg)
+    return families
+
+
+def validate(families: list[Family], cfg: Config) -> None:
+    """Names unique, every recorded series an expression reads rendered by some family,
+    severities and roles known. Raises DefinitionError with every problem."""
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+    for fam in families:
+        for rule in fam.rules:
+            name = rule.name
+            kind = "alert" if isinstance(rule, Alert) else "record"
+            if (kind, name) in seen:
+                problems.append(f"{fam.name}: {kind} {name} is also defined in {seen[(kind, name)]}")
+            seen[(kind, name)] = fam.name
+            if isinstance(rule, Alert):
+                if rule.severity not in SEVERITIES:
+                    problems.append(f"{fam.name}: {name}: unknown severity {rule.severity!r}")
+                if rule.role not in ROLES:
+                    problems.append(f"{fam.name}: {name}: unknown team role {rule.role!r}")
+    produced = {name for (kind, name) in seen if kind == "record"}
+    recorded_names = {r.name.format(**cfg["windows"]) for r in contract.RECORDED.values()}
+    token = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+    for fam in families:
+        for rule in fam.rules:
+            for used in set(token.findall(rule.expr)) & recorded_names:
+                if used not in produced:
+                    problems.append(f"{fam.name}: {rule.name} reads {used}, which no rendered "
+                                    "family records")
+    if problems:
+        raise DefinitionError(problems)

@@ -1,0 +1,40 @@
+"""The alert families obsgen renders, in order. Add a family here; nothing is discovered."""
+from __future__ import annotations
+
+from types import ModuleType
+
+from .alerts import checkpoints, gradients, pipeline, ranks, stragglers
+from .config import Config, DEFAULTS
+from .model import Family
+from .promql import Ctx
+
+FAMILIES: tuple[ModuleType, ...] = (stragglers, gradients, pipeline, checkpoints, ranks)
+
+
+def by_name() -> dict[str, ModuleType]:
+    return {f.NAME: f for f in FAMILIES}
+
+
+def selected(cfg: Config) -> list[ModuleType]:
+    """Families the config asks for, in registry order, with the families they read from."""
+    wanted = cfg["families"]
+    if wanted is None:
+        return list(FAMILIES)
+    names = set(wanted)
+    for f in FAMILIES:  # requirements point backwards or forwards; two passes settle them
+        if f.NAME in names:
+            names.update(getattr(f, "REQUIRES", ()))
+    return [f for f in FAMILIES if f.NAME in names]
+
+
+def build(cfg: Config) -> list[Family]:
+    ctx = Ctx(cfg)
+    return [f.build(ctx) for f in selected(cfg)]
+
+
+def alert_names() -> list[str]:
+    """Every alert name, from the definitions built with the default config."""
+    import copy
+
+    cfg = Config(copy.deepcopy(DEFAULTS), "(defaults)")
+    return [a.name for fam in build(cfg) for a in fam.alerts]
