@@ -1,0 +1,90 @@
+"""Regenerate the promtool test files in tests/promtool/ from the case tables.
+
+    python -m tests.promtool.build          # write the files that changed
+    python -m tests.promtool.build --check  # exit 1 when a committed file is stale
+
+Each family's cases live in tests/promtool/cases/<family>.py as ``CASES``, a dict from
+a sentence that names the case to a ``support.Case``.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import functools
+import importlib
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+from obsgen import contract, pipeline, registry
+from obsgen.config import DEFAULTS, Config
+
+from . import support
+
+HERE = Path(__file__).resolve().parent
+
+
+def default_config() -> Config:
+    return Config(copy.deepcopy(DEFAULTS), "(defaults)")
+
+
+def reads(exprs: list[str], cfg: Config) -> set[str]:
+    """Series names the fixture carries: every gauge, the step-time histogram every job
+    exports, and every other contract metric the expressions read. A histogram is carried
+    with all its buckets, as a scrape has it."""
+    tokens = {t for e in exprs for t in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", e)}
+    out = set()
+    for metric in contract.METRICS.values():
+        name = cfg.metric(metric.key)
+        names = ([name + s for s in ("_bucket", "_sum", "_count")]
+                 if metric.type == contract.HISTOGRAM else [name])
+        if tokens & set(names) or metric.type == contract.GAUGE or metric is contract.M.train_step_seconds:
+            out.update(names)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def render_family(family: str) -> str:
+    cfg = default_config()
+    files = pipeline.render_all(cfg)
+    mod = registry.by_name()[family]
+    names = [family, *getattr(mod, "REQUIRES", ())]
+    docs = [yaml.safe_load(files[f"rules/{n}.yaml"]) for n in names]
+    exprs = [r["expr"] for d in docs for g in d["groups"] for r in g["rules"]]
+    cases = importlib.import_module(f"tests.promtool.cases.{family}").CASES
+    return support.build_file(
+        family, [f"../../rules/{n}.yaml" for n in names], docs, reads(exprs, cfg), cases,
+        source=f"tests/promtool/cases/{family}.py (python -m tests.promtool.build)")
+
+
+def families() -> list[str]:
+    return [f.NAME for f in registry.FAMILIES if (HERE / "cases" / f"{f.NAME}.py").exists()]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("families", nargs="*")
+    args = ap.parse_args(argv)
+    stale = []
+    for fam in args.families or families():
+        text = render_family(fam)
+        path = HERE / f"{fam}.yaml"
+        if path.exists() and path.read_text() == text:
+            continue
+        if args.check:
+            stale.append(path.name)
+        else:
+            path.write_text(text)
+            print(f"wrote {path.relative_to(HERE.parent.parent)} ({len(text) // 1024} KiB)")
+    if stale:
+        print("stale promtool fixtures: " + ", ".join(stale) +
+              "; run `python -m tests.promtool.build`", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

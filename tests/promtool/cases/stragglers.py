@@ -1,0 +1,49 @@
+"""Straggler cases: 8 ranks, per-step compute noise of 3%, 1% persistent differences
+between ranks, a 3-minute warm-up at 1.4x, checkpoints every 10 minutes."""
+from statistics import median
+
+from obsgen.synth import Job, Restart, RotatingSlow, SlowRank
+
+from ..support import At, Case, Fired, Never
+
+P, T = "Train_Straggler_Persistent", "Train_Straggler_Transient"
+JOB = "llm-pretrain-a"
+MIN = 60
+
+
+def ratio(job: Job, rank: int, minute: float) -> float:
+    """Ground truth: the rank's compute time over its stage's median (noise-free)."""
+    means = job.compute_means(minute * MIN)
+    stage = [m for r, m in enumerate(means) if r * job.pp // job.ranks == rank * job.pp // job.ranks]
+    return means[rank] / median(stage)
+
+
+def straggler(job: Job, rank: int, minute: float) -> Fired:
+    node = f"gpu-node-{rank // job.ranks_per_node:03d}"
+    return Fired({"job_id": job.job_id, "rank": str(rank), "stage": "0", "node": node},
+                 ratio(job, rank, minute))
+
+
+persistent = Job(job_id=JOB, faults=(SlowRank(rank=3, factor=1.2, start=30 * MIN),))
+
+CASES = {
+    "a healthy job with warm-up fires no straggler": Case(
+        [Job(job_id=JOB)], 90, [Never(P), Never(T)]),
+    "a synchronous job whose ranks differ by up to 4% in compute fires no straggler": Case(
+        [Job(job_id=JOB, rank_spread=0.02, noise=0.05, seed=7)], 75, [Never(P), Never(T)]),
+    "one rank 20% slower in compute from minute 30 fires Persistent for that rank only, "
+    "within 20 minutes, and never Transient": Case(
+        [persistent], 80,
+        [Never(P, end=45), At(50, P, (straggler(persistent, 3, 50),)),
+         At(80, P, (straggler(persistent, 3, 80),)), Never(T)]),
+    "a slow rank rotating every 5 minutes fires Transient, never Persistent": Case(
+        [Job(job_id=JOB, faults=(RotatingSlow(factor=1.2, period=5 * MIN, start=10 * MIN),))], 75,
+        [Never(P), Never(T, end=20), At(40, T, (Fired({"job_id": JOB}, 6),)),
+         At(70, T, (Fired({"job_id": JOB}, 7),))]),
+    "a pipeline stage that computes 30% more than the others is not a straggler": Case(
+        [Job(job_id=JOB, pp=4, microbatches=16, stage_compute=(1.0, 1.0, 1.0, 1.3))], 60,
+        [Never(P), Never(T)]),
+    "a restart with a 3-minute gap, counter resets and new instances fires no straggler": Case(
+        [Job(job_id=JOB, faults=(Restart(at=40 * MIN, gap=3 * MIN),))], 80,
+        [Never(P), Never(T)]),
+}

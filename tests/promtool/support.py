@@ -1,0 +1,302 @@
+"""Build promtool test files from case tables.
+
+A case is a synthetic job (obsgen.synth) plus checks. Its input series are the job's
+scrapes, every series the family reads, with scrape labels, all default histogram
+buckets, noise, restarts and staleness markers, encoded in promtool's series notation.
+
+promtool compares alert annotations exactly, so a check gives the alert's labels and
+the value the description prints; the expected annotations are then rendered from the
+rule's own templates by ``render_template`` (the subset of Go templates obsgen uses).
+The value a check names comes from the scenario (20% slower, 6 ranks missing), never
+from running the rules, so a wrong expression fails the test.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import yaml
+
+from obsgen import synth
+from obsgen.render import header
+
+SCRAPE = 30  # seconds, the scrape and evaluation interval of every case
+
+
+# Checks -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fired:
+    """One alert expected to be firing: its expression labels and its printed value."""
+    labels: dict[str, str]
+    value: float | str
+
+
+@dataclass(frozen=True)
+class At:
+    """At ``minute``, ``alert`` fires exactly ``alerts`` (none when empty)."""
+    minute: float
+    alert: str
+    alerts: tuple[Fired, ...] = ()
+
+
+@dataclass(frozen=True)
+class Never:
+    """``alert`` fires at no evaluation between ``start`` and ``end`` minutes (checked
+    every ``every`` minutes; None means the whole case)."""
+    alert: str
+    start: float = 0
+    end: float | None = None
+    every: float = 2.5
+
+
+@dataclass(frozen=True)
+class Value:
+    """``expr`` evaluates to ``samples`` ({labels selector: value}) at ``minute``."""
+    minute: float
+    expr: str
+    samples: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Case:
+    jobs: list[synth.Job]
+    minutes: float
+    checks: list
+
+
+# Go template subset ---------------------------------------------------------------------
+def go_float(v: float) -> str:
+    """fmt's %v of a float64 (shortest repr, exponent from 1e21 or below 1e-4)."""
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    if v == int(v) and abs(v) < 1e21:
+        return str(int(v))
+    r = repr(v)
+    if "e" in r:
+        mant, exp = r.split("e")
+        return f"{mant}e{int(exp):+03d}"
+    return r
+
+
+def humanize(v: float) -> str:
+    if v == 0 or math.isnan(v) or math.isinf(v):
+        return "%.4g" % v
+    prefix = ""
+    if abs(v) >= 1:
+        for p in "kMGTPEZY":
+            if abs(v) < 1000:
+                break
+            prefix, v = p, v / 1000
+    else:
+        for p in ("m", "u", "n", "p", "f", "a", "z", "y"):
+            if abs(v) >= 1:
+                break
+            prefix, v = p, v * 1000
+    return "%.4g%s" % (v, prefix)
+
+
+def humanize_duration(v: float) -> str:
+    sign = "-" if v < 0 else ""
+    v = abs(v)
+    if v >= 1:
+        d = int(v)
+        s, m, h, days = d % 60, d // 60 % 60, d // 3600 % 24, d // 86400
+        if days:
+            return f"{sign}{days}d {h}h {m}m {s}s"
+        if h:
+            return f"{sign}{h}h {m}m {s}s"
+        if m:
+            return f"{sign}{m}m {s}s"
+        return f"{sign}{'%.4g' % v}s"
+    if v == 0:
+        return "0s"
+    return f"{sign}{'%.4g' % (v * 1000)}ms"
+
+
+_ACTION = re.compile(r"\{\{\s*(.*?)\s*\}\}")
+
+
+def render_template(text: str, labels: dict[str, str], value: float | str) -> str:
+    """Render the Go-template subset used in obsgen annotations."""
+    out, stack, pos = [], [], 0  # stack of (label value or None) for `with`
+    emitting = lambda: all(v for v in stack)
+    for m in _ACTION.finditer(text):
+        if emitting():
+            out.append(text[pos:m.start()])
+        pos = m.end()
+        action = m.group(1)
+        if action.startswith("with $labels."):
+            stack.append(labels.get(action.split(".", 1)[1], ""))
+        elif action == "end":
+            stack.pop()
+        elif not emitting():
+            continue
+        elif action == ".":
+            out.append(stack[-1])
+        elif action.startswith("$labels."):
+            out.append(labels.get(action.split(".", 1)[1], ""))
+        elif isinstance(value, str):
+            out.append(value)  # the check gave the printed text itself
+        elif action == "$value":
+            out.append(go_float(value))
+        elif action == "$value | humanize":
+            out.append(humanize(value))
+        elif action == "$value | humanizeDuration":
+            out.append(humanize_duration(value))
+        elif (pm := re.fullmatch(r'printf "(%[^"]*)" \$value', action)):
+            out.append(pm.group(1) % value)
+        else:
+            raise ValueError(f"template action not supported by the fixture renderer: {action}")
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# Series encoding ----------------------------------------------------------------------
+def _fmt(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Inf" if v > 0 else "-Inf"
+    s = f"{v:.4f}".rstrip("0").rstrip(".")
+    return s if s not in ("-0", "") else "0"
+
+
+def _exact(v: float) -> bool:
+    return not math.isnan(v) and not math.isinf(v) and float(v).is_integer()
+
+
+def encode(values: list) -> str:
+    """promtool series notation. Runs of equal values, and runs of integers with an even
+    integer step, are folded: promtool expands ``a+bxN`` by float arithmetic, and a
+    non-integer run could end a hair above the next value, which a counter would read as
+    a reset."""
+    vals = [float(_fmt(v)) if isinstance(v, float) else v for v in values]
+    toks, i = [], 0
+    while i < len(vals):
+        v = vals[i]
+        if v is None:
+            j = i
+            while j < len(vals) and vals[j] is None:
+                j += 1
+            toks.append("_" if j - i == 1 else f"_x{j - i}")
+            i = j
+            continue
+        if v == synth.STALE:
+            toks.append("stale")
+            i += 1
+            continue
+        j = i
+        if isinstance(v, float) and not math.isnan(v) and i + 1 < len(vals) and isinstance(vals[i + 1], float):
+            step = vals[i + 1] - v
+            if step == 0 or (_exact(v) and _exact(step)):
+                while (j + 1 < len(vals) and isinstance(vals[j + 1], float)
+                       and vals[j + 1] - vals[j] == step):
+                    j += 1
+        if j - i >= 2:
+            step = vals[i + 1] - v
+            toks.append(f"{_fmt(v)}x{j - i}" if step == 0 else
+                        f"{_fmt(v)}{'+' if step > 0 else '-'}{_fmt(abs(step))}x{j - i}")
+            i = j + 1
+            continue
+        toks.append(_fmt(v))
+        i += 1
+    return " ".join(toks)
+
+
+def series_name(key: tuple) -> str:
+    labels = dict(key)
+    name = labels.pop("__name__")
+    inner = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}"
+
+
+def input_series(jobs: list[synth.Job], minutes: float, reads: Iterable[str]) -> list[dict]:
+    """Scrapes of every job, restricted to series whose name is in ``reads``."""
+    reads = set(reads)
+    ticks = int(minutes * 60 // SCRAPE) + 1
+    table: dict[tuple, list] = {}
+    for job in jobs:
+        for scrape in job.run(until=(ticks - 1) * SCRAPE):
+            i = int(round(scrape.time / SCRAPE))
+            for key, value in scrape.samples.items():
+                if dict(key)["__name__"] not in reads:
+                    continue
+                table.setdefault(key, [None] * ticks)[i] = value
+    return [{"series": series_name(k), "values": encode(v)} for k, v in sorted(table.items())]
+
+
+# Test file ----------------------------------------------------------------------------
+def _minutes(m: float) -> str:
+    s = int(round(m * 60))
+    return f"{s // 60}m{s % 60}s" if s % 60 else f"{s // 60}m"
+
+
+def _alerts_by_name(rule_docs: list[dict]) -> dict[str, dict]:
+    return {r["alert"]: r for doc in rule_docs for g in doc["groups"] for r in g["rules"]
+            if "alert" in r}
+
+
+def build_file(family: str, rule_files: list[str], rule_docs: list[dict], reads: set[str],
+               cases: dict[str, Case], source: str) -> str:
+    alerts = _alerts_by_name(rule_docs)
+    tests = []
+    for sentence, case in cases.items():
+        alert_tests, expr_tests = [], []
+        for check in case.checks:
+            if isinstance(check, At):
+                rule = alerts[check.alert]
+                exp = []
+                for f in check.alerts:
+                    labels = {**f.labels, **rule["labels"]}
+                    exp.append({
+                        "exp_labels": labels,
+                        "exp_annotations": {k: render_template(v, labels, f.value)
+                                            for k, v in rule["annotations"].items()},
+                    })
+                alert_tests.append({"eval_time": _minutes(check.minute), "alertname": check.alert,
+                                    "exp_alerts": exp})
+            elif isinstance(check, Never):
+                end = case.minutes if check.end is None else check.end
+                m = check.start
+                while m <= end + 1e-9:
+                    alert_tests.append({"eval_time": _minutes(m), "alertname": check.alert,
+                                        "exp_alerts": []})
+                    m += check.every
+            elif isinstance(check, Value):
+                expr_tests.append({"expr": check.expr, "eval_time": _minutes(check.minute),
+                                   "exp_samples": [{"labels": k, "value": v}
+                                                   for k, v in check.samples.items()]})
+        alert_tests.sort(key=lambda t: (t["alertname"], _seconds(t["eval_time"])))
+        test = {"name": sentence, "interval": f"{SCRAPE}s",
+                "input_series": input_series(case.jobs, case.minutes, reads)}
+        if alert_tests:
+            test["alert_rule_test"] = alert_tests
+        if expr_tests:
+            test["promql_expr_test"] = expr_tests
+        tests.append(test)
+    doc = {"rule_files": rule_files, "evaluation_interval": f"{SCRAPE}s", "tests": tests}
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when available: 10x faster
+    body = yaml.dump(doc, Dumper=dumper, sort_keys=False, width=1 << 20, allow_unicode=True)
+    return header(source) + body
+
+
+def _seconds(d: str) -> int:
+    m = re.fullmatch(r"(\d+)m(?:(\d+)s)?", d)
+    return int(m.group(1)) * 60 + int(m.group(2) or 0)
+
+
+def sample(job: synth.Job, metric: str, minute: float, rank: int | None = None) -> float:
+    """The value of ``metric`` in the job's scrape at ``minute``, as the fixture encodes it
+    (for checks whose description prints an input value, e.g. a gradient norm)."""
+    for scrape in job.run(until=minute * 60):
+        if abs(scrape.time - minute * 60) > 1e-6:
+            continue
+        for key, value in scrape.samples.items():
+            labels = dict(key)
+            if labels["__name__"] == metric and (rank is None or labels["rank"] == str(rank)):
+                return float(_fmt(value)) if isinstance(value, float) else value
+    raise LookupError(f"{metric} has no sample at minute {minute}")

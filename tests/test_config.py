@@ -1,0 +1,129 @@
+"""Config loading and validation: one line per problem, naming the path and the reason."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from obsgen import config, registry
+from obsgen.cli import main
+
+NAMES = registry.alert_names()
+
+# A config text -> the one line it must produce (file name "obsgen.yaml").
+BAD = {
+    "a straggler ratio at or below 1 is refused": (
+        "thresholds:\n  straggler_ratio: 0.9\n",
+        "obsgen.yaml: thresholds.straggler_ratio: must be > 1, got 0.9"),
+    "an unknown top-level key is refused with the known keys": (
+        "threshold:\n  straggler_ratio: 2\n",
+        "obsgen.yaml: (top level): unknown key 'threshold'"),
+    "an unknown threshold is refused": (
+        "thresholds:\n  straggler: 2\n",
+        "obsgen.yaml: thresholds: unknown key 'straggler'"),
+    "a number where a duration belongs is refused": (
+        "windows:\n  rate: 5\n",
+        "obsgen.yaml: windows.rate: must be of type string, got int 5"),
+    "a duration with words is refused": (
+        "windows:\n  rate: 5 minutes\n",
+        "obsgen.yaml: windows.rate: must be a Prometheus duration such as 30s, 5m or 1h30m, got '5 minutes'"),
+    "an unknown metric to rename is refused": (
+        "metrics:\n  train_steps: x\n",
+        "obsgen.yaml: metrics: unknown key 'train_steps'"),
+    "an invalid metric name is refused": (
+        "metrics:\n  train_step_seconds: step-seconds\n",
+        "obsgen.yaml: metrics.train_step_seconds: must be a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), got 'step-seconds'"),
+    "an override for an alert that does not exist is refused": (
+        "alerts:\n  Train_Nope:\n    for: 5m\n",
+        "obsgen.yaml: alerts: unknown key 'Train_Nope'"),
+    "an unknown severity is refused": (
+        "alerts:\n  Train_RankFailed:\n    severity: page\n",
+        "obsgen.yaml: alerts.Train_RankFailed.severity: must be one of critical, warning, info, got 'page'"),
+    "a fraction of 1 or more is refused": (
+        "thresholds:\n  checkpoint_overhead_ratio: 1.5\n",
+        "obsgen.yaml: thresholds.checkpoint_overhead_ratio: must be < 1, got 1.5"),
+    "a runbook URL without {alert} is refused": (
+        "runbook_url: https://runbooks.example/x\n",
+        "obsgen.yaml: runbook_url: must be an http(s) URL containing {alert} and no spaces, got 'https://runbooks.example/x'"),
+    "duplicate YAML keys are refused": (
+        "thresholds:\n  straggler_ratio: 1.2\n  straggler_ratio: 1.3\n",
+        "obsgen.yaml: line 3: invalid YAML: duplicate key 'straggler_ratio'"),
+    "a config that is not a mapping is refused": (
+        "- a\n- b\n", "obsgen.yaml: (top level): must be a mapping, got list"),
+    "a Python object tag is refused (safe loading only)": (
+        "thresholds: !!python/object/apply:os.system ['true']\n",
+        "obsgen.yaml: line 1: invalid YAML: could not determine a constructor for the tag"),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_config_gives_one_clear_line(case, tmp_path, monkeypatch):
+    text, line = BAD[case]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "obsgen.yaml").write_text(text)
+    with pytest.raises(config.ConfigError) as err:
+        config.load("obsgen.yaml", alert_names=NAMES)
+    assert len(err.value.problems) == 1, err.value.problems
+    assert err.value.problems[0].startswith(line), err.value.problems[0]
+
+
+def test_every_problem_is_reported_sorted_by_path(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("thresholds:\n  straggler_ratio: 0.5\n  bubble_excess_factor: -1\nwindows:\n  rate: x\n")
+    with pytest.raises(config.ConfigError) as err:
+        config.load(p, alert_names=NAMES)
+    assert [l.split(": ")[1] for l in err.value.problems] == [
+        "thresholds.bubble_excess_factor", "thresholds.straggler_ratio", "windows.rate"]
+
+
+def test_bad_config_exits_2_and_writes_nothing(tmp_path, capsys):
+    (tmp_path / "bad.yaml").write_text("thresholds:\n  straggler_ratio: 0.9\n")
+    out = tmp_path / "out"
+    code = main(["render", "--config", str(tmp_path / "bad.yaml"), "--out", str(out)])
+    assert code == 2
+    assert not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"{tmp_path / 'bad.yaml'}: thresholds.straggler_ratio: must be > 1, got 0.9"]
+
+
+def test_defaults_are_valid_and_every_key_is_in_the_schema():
+    assert config.validate(copy.deepcopy(config.DEFAULTS), "(defaults)", NAMES) == []
+    schema = config.schema(NAMES)["properties"]
+    assert set(schema) == set(config.DEFAULTS)
+    for section in ("thresholds", "windows", "teams"):
+        assert set(schema[section]["properties"]) == set(config.DEFAULTS[section]), section
+
+
+def test_every_default_has_exactly_one_comment():
+    """config.py documents each tunable with one comment line right above it."""
+    import inspect
+
+    src = inspect.getsource(config).split("DEFAULTS: dict[str, Any] = {", 1)[1].split("\n}\n", 1)[0]
+    lines = src.splitlines()
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith('"') and ":" in stripped and not stripped.endswith("{"):
+            assert lines[i - 1].strip().startswith("#"), f"no comment above: {stripped}"
+
+
+def test_missing_config_file_uses_defaults(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = config.load(None, alert_names=NAMES)
+    assert cfg.source == "(defaults)"
+    assert cfg["thresholds"]["straggler_ratio"] == 1.10
+
+
+def test_user_values_merge_over_defaults(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("thresholds:\n  straggler_ratio: 1.2\nteams:\n  platform: infra\n")
+    cfg = config.load(p, alert_names=NAMES)
+    assert cfg["thresholds"]["straggler_ratio"] == 1.2
+    assert cfg["thresholds"]["grad_explosion_factor"] == 10  # untouched default kept
+    assert cfg["teams"] == {"platform": "infra", "workload": "workload"}
+
+
+@pytest.mark.parametrize("duration,seconds", [("30s", 30), ("5m", 300), ("1h30m", 5400),
+                                              ("2m30s", 150), ("1d", 86400), ("500ms", 0.5)])
+def test_durations(duration, seconds):
+    assert config.DURATION_RE.match(duration)
+    assert config.seconds(duration) == seconds

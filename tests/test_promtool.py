@@ -1,0 +1,45 @@
+"""The rendered rules against Debian's promtool: syntax, lint, and the scenario fixtures."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from obsgen import promtool, registry
+
+from .promtool import build
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "promtool"
+
+pytestmark = pytest.mark.promtool
+
+
+def test_fixtures_are_generated_from_the_case_tables():
+    stale = [f for f in build.families()
+             if (FIXTURES / f"{f}.yaml").read_text() != build.render_family(f)]
+    assert not stale, f"stale fixtures {stale}; run: .venv/bin/python -m tests.promtool.build"
+
+
+def test_every_family_has_fixtures():
+    assert build.families() == [f.NAME for f in registry.FAMILIES]
+
+
+def test_rendered_rules_pass_promtool_check_and_lint():
+    result = promtool.check_rules(sorted((ROOT / "rules").glob("*.yaml")), lint=True)
+    assert result.ok, result.output
+    assert "SUCCESS" in result.output
+
+
+@pytest.mark.parametrize("family", [f.NAME for f in registry.FAMILIES])
+def test_family_fixtures(family):
+    result = promtool.test_rules([FIXTURES / f"{family}.yaml"])
+    assert result.ok, result.output
+
+
+def test_promtool_missing_is_one_line_with_the_fix(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(promtool.ToolMissing) as err:
+        promtool.check_rules([ROOT / "rules" / "ranks.yaml"])
+    assert str(err.value) == ("promtool not found: install Debian's prometheus package "
+                              "(sudo apt-get install prometheus) or put promtool on PATH")

@@ -1,0 +1,102 @@
+"""The fixtures can fail: the reference document's rules (section 12), swapped in for
+obsgen's, fail exactly the cases that show their bugs.
+
+Each row replaces one alert's expression with the document's logic (in obsgen's label
+shape, so only the logic differs) and names the fixture case it must fail and a piece
+of promtool's output that shows how.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from obsgen import promtool
+
+from .promtool import build
+
+pytestmark = pytest.mark.promtool
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutant:
+    family: str
+    alert: str
+    expr: str
+    case: str  # start of the case name that must fail
+    shows: str  # text promtool prints for the failure
+    at: str = ""  # also evaluate the expression itself at this time (shows eval errors)
+
+
+MUTANTS = {
+    "the document's persistent-straggler rule raises an evaluation error with two ranks": Mutant(
+        "stragglers", "Train_Straggler_Persistent",
+        """count_over_time(
+          (max by (job_id, rank) (rate(train_step_seconds_bucket[5m]))
+           == on(job_id) max by (job_id) (rate(train_step_seconds_bucket[5m])))
+        [30m:5m]) > 4""",
+        "one rank 20% slower", "many-to-one matching must be explicit", at="50m"),
+    "comparing step times (with the matching fixed) misses a compute straggler": Mutant(
+        "stragglers", "Train_Straggler_Persistent",
+        """histogram_quantile(0.5, sum by (job_id, rank, stage, node, le) (rate(train_step_seconds_bucket[5m])))
+        / on (job_id) group_left ()
+        quantile by (job_id) (0.5, histogram_quantile(0.5, sum by (job_id, rank, le) (rate(train_step_seconds_bucket[5m]))))
+        > 1.1""",
+        "one rank 20% slower", "got:[]"),
+    "the document's explosion rule never fires once a NaN is in its baseline": Mutant(
+        "gradients", "Train_GradientExplosion",
+        "max by (job_id) (train_grad_norm > 10 * avg_over_time(train_grad_norm[1h]))",
+        "a NaN episode does not poison the baseline", "got:[]"),
+    "the document's bubble rule compares vectors whose labels never match": Mutant(
+        "pipeline", "Train_Bubble_Excess",
+        """1 - (sum by (job_id, stage) (rate(pipeline_stage_seconds_sum[5m]))
+           / sum by (job_id, stage) (rate(train_step_seconds_sum[5m])))
+        > 1.5 * job:pipeline_bubble:theoretical_ratio""",
+        "one stage's bubble at 45%", "got:[]"),
+    "the document's checkpoint rule lets a healthy job hide a stalled one": Mutant(
+        "checkpoints", "Train_NoCheckpoints",
+        "time() - max(train_checkpoint_timestamp_seconds) > 30 * 60",
+        "two jobs where only one stops checkpointing", "got:[]"),
+    "a rank count without memory goes silent when every rank is gone": Mutant(
+        "ranks", "Train_RankFailed",
+        "count by (job_id) (train_world_size) < max by (job_id) (train_world_size)",
+        "all ranks gone fires", "got:[]"),
+}
+
+
+def _swap(path: Path, alert: str, expr: str, out: Path) -> Path:
+    doc = yaml.safe_load(path.read_text())
+    hits = 0
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            if rule.get("alert") == alert:
+                rule["expr"], hits = expr, hits + 1
+    assert hits == 1, f"{alert} not found in {path}"
+    target = out / path.name
+    target.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return target
+
+
+@pytest.mark.parametrize("name", MUTANTS, ids=list(MUTANTS))
+def test_reference_rule_fails_the_case_that_shows_its_bug(name, tmp_path):
+    m = MUTANTS[name]
+    fixture = yaml.safe_load(build.render_family(m.family))
+    files = []
+    for rel in fixture["rule_files"]:
+        src = (ROOT / "tests" / "promtool" / rel).resolve()
+        files.append(str(_swap(src, m.alert, m.expr, tmp_path) if src.stem == m.family else src))
+    fixture["rule_files"] = files
+    fixture["tests"] = [t for t in fixture["tests"] if t["name"].startswith(m.case)]
+    assert len(fixture["tests"]) == 1, f"no single case starts with {m.case!r}"
+    if m.at:  # promtool reports evaluation errors of queries, not of rules
+        fixture["tests"][0].pop("alert_rule_test", None)
+        fixture["tests"][0]["promql_expr_test"] = [{"expr": m.expr, "eval_time": m.at, "exp_samples": []}]
+    test_file = tmp_path / "fixture.yaml"
+    test_file.write_text(yaml.safe_dump(fixture, sort_keys=False))
+
+    result = promtool.test_rules([test_file])
+    assert not result.ok, f"the reference rule passed the case {m.case!r}: the case cannot catch it"
+    assert m.shows in "".join(result.output.split()) or m.shows in result.output, result.output[-3000:]

@@ -1,0 +1,145 @@
+"""Rendering: deterministic, generated headers, valid PromQL, config applied everywhere."""
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import promql_parser
+import pytest
+import yaml
+
+from obsgen import config, contract, pipeline, registry
+from obsgen.render import MARKER
+
+from .golden import assert_golden
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parent / "golden"
+NAMES = registry.alert_names()
+
+
+def defaults() -> config.Config:
+    return config.Config(copy.deepcopy(config.DEFAULTS), "(defaults)")
+
+
+def custom() -> config.Config:
+    return config.load(GOLDEN / "custom.yaml", alert_names=NAMES)
+
+
+def rules(files: dict[str, str]):
+    for path, text in sorted(files.items()):
+        if path.startswith("rules/"):
+            for group in yaml.safe_load(text)["groups"]:
+                for rule in group["rules"]:
+                    yield path, rule
+
+
+def test_render_is_deterministic():
+    assert pipeline.render_all(defaults()) == pipeline.render_all(defaults())
+
+
+def test_every_file_starts_with_a_generated_header_without_version_or_time():
+    for path, text in pipeline.render_all(defaults()).items():
+        first = text.splitlines()[0]
+        assert MARKER in first, path
+        assert not re.search(r"\d{4}-\d\d-\d\d|\bv?\d+\.\d+\.\d+\b", text.split("\n", 2)[0] + text.split("\n", 2)[1]), path
+
+
+def test_one_rule_file_per_family_in_registry_order():
+    files = pipeline.render_all(defaults())
+    assert [p for p in files if p.startswith("rules/")] == [f"rules/{f.NAME}.yaml" for f in registry.FAMILIES]
+
+
+@pytest.mark.parametrize("cfg", [defaults, custom], ids=["defaults", "custom"])
+def test_every_expression_parses_as_promql(cfg):
+    for path, rule in rules(pipeline.render_all(cfg())):
+        promql_parser.parse(rule["expr"])  # raises on a syntax error
+
+
+def test_every_alert_carries_routing_labels_and_annotations():
+    for path, rule in rules(pipeline.render_all(defaults())):
+        if "alert" not in rule:
+            continue
+        assert rule["labels"]["severity"] in ("critical", "warning", "info"), rule["alert"]
+        assert rule["labels"]["team"] in ("platform", "workload"), rule["alert"]
+        assert set(rule["annotations"]) == {"summary", "description", "runbook_url"}, rule["alert"]
+        assert rule["annotations"]["runbook_url"].endswith(f"/{rule['alert']}.md")
+        assert "{{ $labels.job_id }}" in rule["annotations"]["description"], rule["alert"]
+
+
+def test_alert_names_are_the_interface():
+    assert NAMES == [
+        "Train_Straggler_Persistent", "Train_Straggler_Transient", "Train_GradientExplosion",
+        "Train_GradientNonFinite", "Train_GradientVanishing", "Train_Bubble_Excess",
+        "Train_NoCheckpoints", "Train_CheckpointOverhead", "Train_RankFailed"]
+
+
+def test_recorded_series_follow_level_metric_operation():
+    for path, rule in rules(pipeline.render_all(defaults())):
+        if "record" in rule:
+            assert re.fullmatch(r"[a-z_]+:[a-z_]+:[a-z_0-9]+", rule["record"]), rule["record"]
+
+
+def test_rules_never_group_by_instance_or_pod():
+    for path, rule in rules(pipeline.render_all(defaults())):
+        for clause in re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", rule["expr"]):
+            assert not {"instance", "pod"} & {l.strip() for l in clause.split(",")}, rule["expr"]
+
+
+def test_no_quantiles_from_buckets_in_rules():
+    for path, rule in rules(pipeline.render_all(defaults())):
+        assert "histogram_quantile" not in rule["expr"] and "_bucket" not in rule["expr"]
+
+
+def test_custom_config_applies_everywhere():
+    files = pipeline.render_all(custom())
+    for path, rule in rules(files):
+        expr = rule["expr"]
+        # renamed metrics and labels only (recorded names keep obsgen's own names)
+        raw = re.sub(r"\b[a-z_]+:[a-z_]+:[a-z_0-9]+", "", expr)
+        assert "train_compute_seconds" not in raw and "train_world_size" not in raw, expr
+        assert not re.search(r"\bjob_id\b|\brank\b", expr), expr
+        # every selector carries the extra matchers
+        for sel in re.findall(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}", expr):
+            assert 'cluster="a"' in sel[1] and 'env=~"prod|staging"' in sel[1], sel
+        # and every aggregation keeps the extra selector's labels
+        for clause in re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", expr):
+            if clause.strip():
+                assert clause.startswith("cluster, env"), clause
+        if "alert" in rule:
+            assert rule["labels"]["source"] == "obsgen"
+            assert rule["labels"]["team"] in ("ml-infra", "ml-research")
+            assert rule["annotations"]["runbook_url"] == f"https://runbooks.example.com/training/{rule['alert']}"
+    by_name = {r["alert"]: r for _, r in rules(files) if "alert" in r}
+    assert by_name["Train_Straggler_Persistent"]["for"] == "5m"
+    assert by_name["Train_Straggler_Persistent"]["labels"]["severity"] == "critical"
+    assert by_name["Train_CheckpointOverhead"]["labels"]["team"] == "ml-research"
+    assert "{{ $labels.run }}" in by_name["Train_RankFailed"]["annotations"]["description"]
+
+
+@pytest.mark.parametrize("path", [f"rules/{f.NAME}.yaml" for f in registry.FAMILIES])
+def test_custom_render_matches_golden(path):
+    assert_golden(GOLDEN / "custom" / path, pipeline.render_all(custom())[path])
+
+
+def test_selector_values_are_escaped():
+    cfg = defaults()
+    cfg.data["selector"] = {"cluster": 'a"b\\c\nd'}
+    for _, rule in rules(pipeline.render_all(cfg)):
+        assert 'cluster="a\\"b\\\\c\\nd"' in rule["expr"]
+        promql_parser.parse(rule["expr"])
+
+
+def test_contract_names_are_written_only_in_contract():
+    """No module but contract.py spells a metric or recorded-series name as a string, and
+    no alert family spells a label name: they go through contract.M, R and L."""
+    metrics = set(contract.METRICS) | {r.name.split("{")[0] for r in contract.RECORDED.values()}
+    labels = set(contract.LABELS)
+    for py in (ROOT / "obsgen").rglob("*.py"):
+        if py.name == "contract.py":
+            continue
+        strings = set(re.findall(r"['\"]([A-Za-z_:][A-Za-z0-9_:]*)['\"]", py.read_text()))
+        assert not strings & metrics, f"{py.relative_to(ROOT)} spells {strings & metrics}"
+        if py.parent.name == "alerts":
+            assert not strings & labels, f"{py.relative_to(ROOT)} spells {strings & labels}"
