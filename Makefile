@@ -1,0 +1,44 @@
+# obsgen: `make render` renders rules (and dashboards, docs); `make test` tests them.
+# The first run creates .venv and installs obsgen with pinned dependencies.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+TOOLS  := promtool
+
+.DEFAULT_GOAL := help
+.PHONY: help render check test lint fixtures golden tools clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "obsgen needs Python >= 3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+render: $(STAMP) ## render rules/ from the definitions and obsgen.yaml (if present)
+	$(BIN)/obsgen render
+
+check: $(STAMP) ## fail when committed generated files are stale
+	$(BIN)/obsgen check
+
+tools: ## install promtool from Debian's prometheus package when missing
+	@scripts/ensure-tools.sh $(TOOLS)
+
+test: $(STAMP) tools check ## staleness check, unit tests, promtool checks and fixtures
+	$(BIN)/pytest -q
+
+lint: $(STAMP) tools ## promtool check rules --lint=all on the rendered rules
+	promtool check rules --lint=all rules/*.yaml
+
+fixtures: $(STAMP) ## regenerate tests/promtool/*.yaml from the case tables
+	$(BIN)/python -m tests.promtool.build
+
+golden: $(STAMP) ## refresh golden files after an intended change
+	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_render.py
+
+clean: ## remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info
