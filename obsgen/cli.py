@@ -66,23 +66,32 @@ def cmd_test(args) -> int:
     return 0 if test.ok else 1
 
 
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="config file (default: obsgen.yaml if present)")
+    p.add_argument("--out", default=".", help="output root holding rules/ (default: .)")
+
+
+def _test_args(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--fixtures", default="tests/promtool", help="promtool test files")
+
+
+# name -> (help, add arguments, handler). Add a subcommand here.
+COMMANDS = {
+    "render": ("render every generated file into --out", _common, cmd_render),
+    "check": ("fail when generated files under --out are stale", _common, cmd_check),
+    "test": ("promtool check and test the rendered rules", _test_args, cmd_test),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="obsgen", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-
-    def common(p):
-        p.add_argument("--config", help="config file (default: obsgen.yaml if present)")
-        p.add_argument("--out", default=".", help="output root holding rules/ (default: .)")
-
-    common(sub.add_parser("render", help="render rules into --out"))
-    common(sub.add_parser("check", help="fail when generated files under --out are stale"))
-    t = sub.add_parser("test", help="promtool check and test the rendered rules")
-    common(t)
-    t.add_argument("--fixtures", default="tests/promtool", help="promtool test files")
+    for name, (help_, add_args, _) in COMMANDS.items():
+        add_args(sub.add_parser(name, help=help_))
     args = parser.parse_args(argv)
-    handler = {"render": cmd_render, "check": cmd_check, "test": cmd_test}[args.command]
     try:
-        return handler(args)
+        return COMMANDS[args.command][2](args)
     except (config.ConfigError, DefinitionError) as exc:
         for line in exc.problems:
             print(line, file=sys.stderr)
