@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-TOOLS  := promtool
+TOOLS  := promtool vmalert
 
 .DEFAULT_GOAL := help
 .PHONY: help render check test lint fixtures golden tools clean
@@ -25,7 +25,7 @@ render: $(STAMP) ## render rules/ from the definitions and obsgen.yaml (if prese
 check: $(STAMP) ## fail when committed generated files are stale
 	$(BIN)/obsgen check
 
-tools: ## install promtool from Debian's prometheus package when missing
+tools: ## install promtool and vmalert (Debian prometheus, victoria-metrics) when missing
 	@scripts/ensure-tools.sh $(TOOLS)
 
 test: $(STAMP) tools check ## staleness check, unit tests, promtool checks and fixtures

@@ -9,12 +9,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import config, output, pipeline, promtool, registry
+from . import config, output, pipeline, promtool, registry, targets
 from .passes import DefinitionError
 
 
 def _load(args) -> config.Config:
-    return config.load(args.config, alert_names=registry.alert_names())
+    cfg = config.load(args.config, alert_names=registry.alert_names())
+    if getattr(args, "format", None):
+        cfg.data["format"] = args.format
+    return cfg
 
 
 def cmd_render(args) -> int:
@@ -69,6 +72,8 @@ def cmd_test(args) -> int:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="config file (default: obsgen.yaml if present)")
     p.add_argument("--out", default=".", help="output root holding rules/ (default: .)")
+    p.add_argument("--format", choices=sorted(targets.TARGETS),
+                   help="rule file format (default: the config's format, prometheus)")
 
 
 def _test_args(p: argparse.ArgumentParser) -> None:

@@ -75,6 +75,13 @@ DEFAULTS: dict[str, Any] = {
     "rule_interval": None,
     # Alert families to render, in registry order; null renders all of them.
     "families": None,
+    # Rule file format: prometheus, prometheus-operator, mimir or thanos (obsgen.targets).
+    "format": "prometheus",
+    # PrometheusRule metadata (prometheus-operator format); labels must match ruleSelector.
+    "prometheus_rule": {"namespace": "monitoring", "name_prefix": "obsgen-",
+                        "labels": {"app.kubernetes.io/part-of": "obsgen"}},
+    # Mimir/Cortex ruler namespace of each family's file: this prefix + the family name.
+    "mimir_namespace_prefix": "obsgen-",
 }
 
 DEFAULT_PATH = "obsgen.yaml"

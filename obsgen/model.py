@@ -41,6 +41,9 @@ class Family:
     doc: str
     rules: tuple[Record | Alert, ...]
     requires: tuple[str, ...] = ()  # families whose recorded series this one reads
+    # True when a missing series means "something died": such rules must not be
+    # evaluated on partial data (Thanos partial_response_strategy: abort).
+    liveness: bool = False
 
     @property
     def records(self) -> tuple[Record, ...]:

@@ -1,4 +1,8 @@
-"""Run Debian's promtool (and vmalert) as subprocesses, with one clear line when missing."""
+"""Run Debian's promtool and vmalert as subprocesses, with one clear line when missing.
+
+vmalert (VictoriaMetrics, MetricsQL) is the second engine: every rendered Prometheus rule
+file must load in ``vmalert -dryRun`` too, which keeps the rules within PromQL that both
+accept."""
 from __future__ import annotations
 
 import shutil
@@ -49,3 +53,9 @@ def check_rules(paths: list[Path], lint: bool = False) -> Result:
 
 def test_rules(paths: list[Path]) -> Result:
     return _run([find(), "test", "rules"] + [str(p) for p in paths])
+
+
+def vmalert_check(paths: list[Path]) -> Result:
+    """Load rule files in vmalert without evaluating them (exit 0 when they parse)."""
+    args = [find("vmalert"), "-dryRun", "-loggerLevel=ERROR"] + [f"-rule={p}" for p in paths]
+    return _run(args)

@@ -61,7 +61,11 @@ def group_dict(fam: Family, cfg: Config) -> dict:
 
 
 def rule_files(families: list[Family], cfg: Config) -> dict[str, str]:
-    """{relative path: content} of the Prometheus rule files, one per family."""
-    return {f"rules/{fam.name}.yaml": dump_yaml({"groups": [group_dict(fam, cfg)]},
+    """{relative path: content} of the rule files, one per family, in the configured
+    format (see obsgen.targets)."""
+    from . import targets
+
+    target = targets.TARGETS[cfg["format"]]
+    return {f"rules/{fam.name}.yaml": dump_yaml(target.document(fam, group_dict(fam, cfg), cfg),
                                                 f"obsgen/alerts/{fam.name}.py")
             for fam in families}

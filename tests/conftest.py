@@ -3,13 +3,20 @@ import shutil
 
 import pytest
 
+# marker -> the Debian tool the marked tests run
+TOOLS = {"promtool": "promtool", "vmalert": "vmalert"}
+
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked promtool need Debian's promtool. Locally they skip without it; under
-    CI=true they run and fail, so CI never passes without having run them."""
-    if shutil.which("promtool") or os.environ.get("CI") == "true":
+    """Tests marked with a tool need it (Debian's prometheus / victoria-metrics packages).
+    Locally they skip without it; under CI=true they run and fail, so CI never passes
+    without having run them."""
+    if os.environ.get("CI") == "true":
         return
-    skip = pytest.mark.skip(reason="promtool not installed: apt-get install prometheus")
-    for item in items:
-        if "promtool" in item.keywords:
-            item.add_marker(skip)
+    for marker, tool in TOOLS.items():
+        if shutil.which(tool):
+            continue
+        skip = pytest.mark.skip(reason=f"{tool} not installed: make tools")
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)

@@ -87,4 +87,4 @@ def build(c: Ctx) -> Family:
                 "or are no longer scraped. The job cannot continue without them."),
         ),
     )
-    return Family(NAME, __doc__, rules)
+    return Family(NAME, __doc__, rules, liveness=True)

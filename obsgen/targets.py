@@ -1,0 +1,57 @@
+"""Rule file formats: the same groups, wrapped the way each ruler loads them.
+
+- ``prometheus``: a rule file (``rule_files:`` in prometheus.yml; also vmalert).
+- ``prometheus-operator``: a ``monitoring.coreos.com/v1`` PrometheusRule per family;
+  its labels must match the ``ruleSelector`` of the Prometheus resource.
+- ``mimir``: a Mimir/Cortex ruler namespace file per family (``mimirtool rules load``):
+  ``namespace`` and ``groups`` only, one namespace per file (mimirtool refuses a
+  namespace defined in two files).
+- ``thanos``: a Thanos ruler file; each group sets ``partial_response_strategy``:
+  ``abort`` for liveness families (``Family.liveness``: a store that did not answer
+  would look like ranks that stopped), ``warn`` for the others.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .config import Config
+from .model import Family
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    document: Callable[[Family, dict, Config], dict]
+
+
+def _prometheus(fam: Family, group: dict, cfg: Config) -> dict:
+    return {"groups": [group]}
+
+
+def _operator(fam: Family, group: dict, cfg: Config) -> dict:
+    pr = cfg["prometheus_rule"]
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": f"{pr['name_prefix']}{fam.name}", "namespace": pr["namespace"],
+                     "labels": dict(pr["labels"])},
+        "spec": {"groups": [group]},
+    }
+
+
+def _mimir(fam: Family, group: dict, cfg: Config) -> dict:
+    return {"namespace": f"{cfg['mimir_namespace_prefix']}{fam.name}", "groups": [group]}
+
+
+def _thanos(fam: Family, group: dict, cfg: Config) -> dict:
+    strategy = "abort" if fam.liveness else "warn"
+    return {"groups": [{"name": group["name"], "partial_response_strategy": strategy,
+                        **{k: v for k, v in group.items() if k != "name"}}]}
+
+
+TARGETS: dict[str, Target] = {t.name: t for t in (
+    Target("prometheus", _prometheus),
+    Target("prometheus-operator", _operator),
+    Target("mimir", _mimir),
+    Target("thanos", _thanos),
+)}
