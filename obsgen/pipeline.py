@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import passes, registry, render
+from . import docs, passes, registry, render
 from .config import Config
 from .model import Family
 
@@ -15,6 +15,7 @@ Renderer = Callable[[list[Family], Config], dict[str, str]]
 
 RENDERERS: tuple[Renderer, ...] = (
     render.rule_files,
+    docs.render_docs,
 )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from . import contract
 from .config import Config
@@ -98,3 +99,13 @@ class Ctx:
     def tl(self, label: contract.Label) -> str:
         """Alert template reference to a label's value."""
         return "{{ $labels.%s }}" % self.l(label)
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
+_IDENT = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def identifiers(expr: str) -> set[str]:
+    """Names in an expression, string literals removed (metric, recorded-series, label and
+    function names alike; callers intersect with the names they look for)."""
+    return set(_IDENT.findall(_STRING.sub(" ", expr)))

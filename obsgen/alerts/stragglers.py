@@ -10,10 +10,11 @@ stage do the same work). A rank whose mean is above ``thresholds.straggler_ratio
 that median is *straggling*. Ranks are grouped by rank, never by instance, pod or node:
 a restarted rank is one rank across its old and new processes.
 
-Detection latency: a rank that turns 20% slower straggles after about half the rate
-window (2.5 minutes with 5m) and is persistent once it straggled in more than half of
-the 30-minute persistence window, so Train_Straggler_Persistent fires about 17.5 minutes
-after the onset with the defaults (15 minutes is the floor "most of 30 minutes" allows).
+Detection latency: a rank that turns 20% slower straggles once more than half of the
+rate window is slow (about 2.6 minutes with 5m) and is persistent once it straggled in
+more than half of the 30-minute persistence window, so Train_Straggler_Persistent fires
+18.5 minutes after the onset with the defaults (measured by the fixtures; 15 minutes is
+the floor that "most of 30 minutes" allows, a shorter ``windows.rate`` trims the rest).
 
 ## Train_Straggler_Persistent
 

@@ -1,0 +1,200 @@
+"""Reference docs and runbooks, generated from the definitions (jinja2, text only).
+
+- ``docs/alerts.md``: every alert with its expression, ``for``, severity, team, and the
+  config keys that change it;
+- ``docs/metrics.md``: the contract as configured, who emits each metric and what reads it;
+- ``docs/runbooks/<Alert>.md``: what the alert means and the first three things to check
+  (from the family docstring), the PromQL to look at, tuning and silencing.
+
+"Config keys that change it" is derived, not declared: each threshold and window is
+perturbed in turn and the alerts whose rules (or the recorded series they read) change
+are the ones that key affects.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import jinja2
+
+from . import contract, familydoc
+from .config import Config, seconds
+from .model import Alert, Family
+from .promql import Ctx, identifiers
+from .render import MARKER
+
+TUNED_SECTIONS = ("thresholds", "windows")
+
+
+def header_md(source: str) -> str:
+    return (f"<!-- {MARKER} from {source}. Do not edit: change the definitions or the config "
+            "and run `make render`. -->\n")
+
+
+def _environment() -> jinja2.Environment:
+    def load(name: str) -> str:
+        return resources.files("obsgen.templates").joinpath(name).read_text(encoding="utf-8")
+
+    env = jinja2.Environment(loader=jinja2.FunctionLoader(load), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, autoescape=False)
+    return env
+
+
+def template_text(text: str, cfg: Config) -> str:
+    """An annotation template as prose: label references become <label>, values <value>."""
+    text = re.sub(r"\{\{ with \$labels\.(\w+) \}\}(.*?)\{\{ \. \}\}(.*?)\{\{ end \}\}",
+                  lambda m: f"{m.group(2)}<{m.group(1)}>{m.group(3)}", text)
+    text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", r"<\1>", text)
+    return re.sub(r"\{\{[^}]*\$value[^}]*\}\}", "<value>", text)
+
+
+# Dependencies ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Index:
+    """Which recorded series and metrics each rule reads, as configured."""
+    records: dict[str, str]  # recorded name -> expression
+    record_family: dict[str, str]
+    metric_names: dict[str, contract.Metric]  # series name (with suffixes) -> metric
+
+    @classmethod
+    def build(cls, families: list[Family], cfg: Config) -> "Index":
+        names = {}
+        for m in contract.METRICS.values():
+            base = cfg.metric(m.key)
+            for suffix in (("_sum", "_count", "_bucket") if m.type == contract.HISTOGRAM else ("",)):
+                names[base + suffix] = m
+        return cls({r.name: r.expr for f in families for r in f.records},
+                   {r.name: f.name for f in families for r in f.records}, names)
+
+    def closure(self, expr: str) -> tuple[list[str], list[contract.Metric]]:
+        """Recorded series read by ``expr`` (transitively) and the metrics under them."""
+        seen, metrics, todo = [], [], [expr]
+        while todo:
+            ids = identifiers(todo.pop())
+            for name in sorted(ids):
+                if name in self.records and name not in seen:
+                    seen.append(name)
+                    todo.append(self.records[name])
+                elif name in self.metric_names and self.metric_names[name] not in metrics:
+                    metrics.append(self.metric_names[name])
+        return seen, metrics
+
+
+def _perturbed(cfg: Config, section: str, key: str) -> Config:
+    data = copy.deepcopy(cfg.data)
+    v = data[section][key]
+    if isinstance(v, str):  # a duration: double it
+        data[section][key] = f"{int(seconds(v) * 2)}s"
+    elif isinstance(v, int) and not isinstance(v, bool):
+        data[section][key] = v + 1
+    else:
+        data[section][key] = v * 0.9 if v < 1 else v + 0.05
+    return Config(data, cfg.source)
+
+
+def _fingerprints(families: list[Family]) -> dict[str, str]:
+    index = Index.build(families, Config({"metrics": {}}, ""))
+    out = {}
+    for f in families:
+        for a in f.alerts:
+            records, _ = index.closure(a.expr)
+            out[a.name] = "\n".join([a.expr, a.summary, a.description] + [index.records[r] for r in records])
+    return out
+
+
+def tuning_keys(families: list[Family], cfg: Config, build) -> dict[str, list[str]]:
+    """Alert name -> config keys (``section.key``) whose change changes the alert."""
+    base = _fingerprints(families)
+    keys: dict[str, list[str]] = {name: [] for name in base}
+    for section in TUNED_SECTIONS:
+        for key in cfg[section]:
+            changed = _fingerprints(build(_perturbed(cfg, section, key)))
+            for name, fp in base.items():
+                if changed.get(name) != fp:
+                    keys[name].append(f"{section}.{key}")
+    return keys
+
+
+# Rendering ------------------------------------------------------------------------------
+def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
+    from .pipeline import families as build_families  # the same pipeline, other configs
+
+    env = _environment()
+    ctx = Ctx(cfg)
+    index = Index.build(families, cfg)
+    keys = tuning_keys(families, cfg, build_families)
+    job_filter = {ctx.l(contract.L.job_id): "JOB"}
+    recorded_by_name = {ctx.rname(r): r for r in contract.RECORDED.values()}
+    files: dict[str, str] = {}
+    fam_views, readers_of_metric, readers_of_record = [], {}, {}
+
+    for fam in families:
+        module = fam.name
+        doc = familydoc.parse(f"obsgen/alerts/{module}.py", fam.doc)
+        alerts = []
+        for a in fam.alerts:
+            adoc = doc.alerts.get(a.name)
+            if adoc is None:
+                raise familydoc.DocError(f"obsgen/alerts/{module}.py: no '## {a.name}' section")
+            records, metrics = index.closure(a.expr)
+            for r in records:
+                readers_of_record.setdefault(r, []).append(a.name)
+            for m in metrics:
+                readers_of_metric.setdefault(m.key, []).append(a.name)
+            reads = [{"query": _filtered(ctx, ctx.r(recorded_by_name[r]), job_filter),
+                      "help": recorded_by_name[r].help} for r in records]
+            _, direct = _direct_metrics(index, a.expr)
+            reads += [{"query": _filtered(ctx, ctx.m(m), job_filter), "help": m.help} for m in direct]
+            view = {
+                "name": a.name, "expr": a.expr, "for_": a.for_, "severity": a.severity,
+                "team": cfg["teams"][a.role], "tuning": keys[a.name],
+                "summary_text": template_text(a.summary, cfg) + ". " + template_text(a.description, cfg),
+                "description_text": template_text(a.description, cfg),
+            }
+            alerts.append(view)
+            # Silence by the labels the alert identifies itself with, the job first.
+            job = ctx.l(contract.L.job_id)
+            matchers = [job] + [l for l in re.findall(r"\$labels\.(\w+)", a.summary + a.description)
+                                if l not in (job, ctx.l(contract.L.node), ctx.l(contract.L.signal))]
+            files[f"docs/runbooks/{a.name}.md"] = env.get_template("runbook.md.j2").render(
+                header=header_md(f"obsgen/alerts/{module}.py"), alert=view, doc=adoc,
+                family={"name": module}, team=view["team"], reads=reads, keys=keys[a.name],
+                matchers=list(dict.fromkeys(matchers)))
+        for r in fam.records:  # records read by other records
+            for other in identifiers(r.expr):
+                if other in index.records:
+                    readers_of_record.setdefault(other, []).append(r.name)
+            for name in identifiers(r.expr):
+                if name in index.metric_names:
+                    readers_of_metric.setdefault(index.metric_names[name].key, []).append(r.name)
+        fam_views.append({"name": module, "doc": doc, "alerts": alerts})
+
+    settings = {f"{s}.{k}": v for s in TUNED_SECTIONS for k, v in cfg[s].items()}
+    env.filters["setting"] = lambda k: f"now {settings[k]}"
+    files["docs/alerts.md"] = env.get_template("alerts.md.j2").render(
+        header=header_md("the alert families in obsgen/alerts/"), families=fam_views)
+    metrics = [{"name": cfg.metric(m.key), "type": m.type, "unit": m.unit, "help": m.help,
+                "emitter": m.emitter, "labels": [cfg.label(l) for l in m.labels],
+                "readers": list(dict.fromkeys(readers_of_metric.get(m.key, [])))}
+               for m in contract.METRICS.values()]
+    recorded = [{"name": name, "labels": [cfg.label(l) for l in recorded_by_name[name].labels],
+                 "help": recorded_by_name[name].help, "family": index.record_family[name],
+                 "readers": list(dict.fromkeys(readers_of_record.get(name, [])))}
+                for name in index.records]
+    files["docs/metrics.md"] = env.get_template("metrics.md.j2").render(
+        header=header_md("obsgen/contract.py"), metrics=metrics, recorded=recorded)
+    return files
+
+
+def _direct_metrics(index: Index, expr: str):
+    ids = identifiers(expr)
+    return None, [m for name, m in index.metric_names.items() if name in ids and not name.endswith(("_sum", "_count", "_bucket"))]
+
+
+def _filtered(ctx: Ctx, selector: str, match: dict[str, str]) -> str:
+    extra = ", ".join(f'{k}="{v}"' for k, v in match.items())
+    if selector.endswith("}"):
+        return selector[:-1] + ", " + extra + "}"
+    return f"{selector}{{{extra}}}"

@@ -1,0 +1,87 @@
+"""Reference docs and runbooks generated from the definitions."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from obsgen import config, docs, familydoc, pipeline, registry
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def defaults() -> config.Config:
+    return config.Config(copy.deepcopy(config.DEFAULTS), "(defaults)")
+
+
+def test_every_alert_has_a_runbook_its_url_points_at():
+    files = pipeline.render_all(defaults())
+    for fam in pipeline.families(defaults()):
+        for alert in fam.alerts:
+            page = f"docs/runbooks/{alert.name}.md"
+            assert page in files, page
+            assert alert.annotations["runbook_url"].endswith("/" + page)
+            text = files[page]
+            assert "## Check first" in text and "\n3. " in text and "amtool silence add" in text
+            assert alert.expr in text
+
+
+def test_runbook_url_pattern_from_config(tmp_path):
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text("runbook_url: https://wiki.example.com/ml/{alert}\n")
+    cfg = config.load(cfg_file, alert_names=registry.alert_names())
+    for fam in pipeline.families(cfg):
+        for alert in fam.alerts:
+            assert alert.annotations["runbook_url"] == f"https://wiki.example.com/ml/{alert.name}"
+
+
+def test_docs_list_every_alert_and_metric():
+    files = pipeline.render_all(defaults())
+    for name in registry.alert_names():
+        assert f"### {name}" in files["docs/alerts.md"]
+    from obsgen import contract
+    for m in contract.METRICS:
+        assert f"| `{m}` |" in files["docs/metrics.md"]
+
+
+@pytest.mark.parametrize("alert,keys", [
+    ("Train_RankFailed", ["windows.progress", "windows.memory"]),
+    ("Train_GradientNonFinite", []),
+    ("Train_NoCheckpoints", ["thresholds.checkpoint_max_age", "windows.progress"]),
+    ("Train_Bubble_Excess", ["thresholds.bubble_excess_factor", "windows.rate"]),
+], ids=["rank failure reads the progress and memory windows",
+        "non-finite has no tunable threshold",
+        "no-checkpoints depends on the ranks family's progress window",
+        "bubble excess reads the factor and the rate window"])
+def test_config_keys_are_derived_from_the_rules(alert, keys):
+    cfg = defaults()
+    derived = docs.tuning_keys(pipeline.families(cfg), cfg, pipeline.families)
+    assert derived[alert] == keys
+
+
+BAD_DOCS = {
+    "a section without a check list": ("T.\n\n## A\n\nmeans.\n", "has no 'Check first:' list"),
+    "a section with two checks": ("T.\n\n## A\n\nm.\n\nCheck first:\n1. a\n2. b\n", "lists 2 checks, not 3"),
+    "no docstring at all": ("", "no docstring"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_DOCS, ids=list(BAD_DOCS))
+def test_family_docstrings_are_validated(case):
+    text, message = BAD_DOCS[case]
+    with pytest.raises(familydoc.DocError, match=message):
+        familydoc.parse("m.py", text)
+
+
+def test_templates_fail_on_an_undefined_variable():
+    env = docs._environment()
+    with pytest.raises(jinja2.UndefinedError):
+        env.get_template("runbook.md.j2").render(header="x")
+
+
+def test_template_text_turns_go_templates_into_prose():
+    text = ('rank {{ $labels.rank }}{{ with $labels.node }}, node {{ . }}{{ end }} is '
+            '{{ printf "%.1f" $value }}x')
+    assert docs.template_text(text, defaults()) == "rank <rank>, node <node> is <value>x"
