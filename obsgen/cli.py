@@ -21,7 +21,9 @@ def _load(args) -> config.Config:
 
 
 def cmd_render(args) -> int:
-    files = pipeline.render_all(_load(args))
+    cfg = _load(args)
+    files = pipeline.render_all(cfg)
+    pipeline.validate(files, cfg)  # promtool and schema checks before anything is written
     plan = output.write(files, Path(args.out))
     for rel in plan.create:
         print(f"created {rel}")
@@ -36,7 +38,13 @@ def cmd_render(args) -> int:
 
 def cmd_check(args) -> int:
     files = pipeline.render_all(_load(args))
-    plan = output.plan(files, Path(args.out))
+    out = Path(args.out)
+    if (out / output.JOURNAL).exists():
+        with output.locked(out):
+            for rel in output.recover(out):
+                print(f"rolled back {rel} (an interrupted render left it half-written)",
+                      file=sys.stderr)
+    plan = output.plan(files, out)
     problems = ([f"{r}: missing" for r in plan.create] +
                 [f"{r}: stale (differs from what obsgen renders)" for r in plan.update] +
                 [f"{r}: stale (obsgen no longer generates it)" for r in plan.remove] +
@@ -97,11 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command][2](args)
-    except (config.ConfigError, DefinitionError) as exc:
+    except (config.ConfigError, DefinitionError, pipeline.ValidationError) as exc:
         for line in exc.problems:
             print(line, file=sys.stderr)
         return 2
-    except (promtool.ToolMissing, FileExistsError) as exc:
+    except (promtool.ToolMissing, FileExistsError, output.LockTimeout) as exc:
         print(f"obsgen: {exc}", file=sys.stderr)
         return 2
 

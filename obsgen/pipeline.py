@@ -1,17 +1,59 @@
 """The pipeline: config -> definitions -> passes -> validation -> rendered files.
 
 Each renderer takes the validated families and the config and returns
-{relative path: content}; adding an output is adding a renderer to RENDERERS.
+{relative path: content}; adding an output is adding a renderer to RENDERERS. Each
+validator checks rendered files (with the real tools) before anything is written;
+adding a check is adding a validator to VALIDATORS.
 """
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Callable
 
-from . import docs, passes, registry, render
+import yaml
+
+from . import docs, passes, promtool, registry, render, targets
 from .config import Config
 from .model import Family
 
 Renderer = Callable[[list[Family], Config], dict[str, str]]
+Validator = Callable[[dict[str, str], Config], list[str]]
+
+
+class ValidationError(Exception):
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def check_rule_files(files: dict[str, str], cfg: Config) -> list[str]:
+    """promtool check rules on the groups of every rendered rule file, whatever its format."""
+    target = targets.TARGETS[cfg["format"]]
+    rules = {p: t for p, t in files.items() if p.startswith("rules/")}
+    if not rules:
+        return []
+    with tempfile.TemporaryDirectory(prefix="obsgen-validate-") as tmp:
+        paths = []
+        for rel, text in sorted(rules.items()):
+            path = Path(tmp) / Path(rel).name
+            path.write_text(yaml.safe_dump({"groups": target.groups(yaml.safe_load(text))}))
+            paths.append(path)
+        result = promtool.check_rules(paths)
+    if result.ok:
+        return []
+    return [f"promtool check rules failed on the rendered rules:\n{result.output.replace(tmp, 'rules')}"]
+
+
+VALIDATORS: tuple[Validator, ...] = (
+    check_rule_files,
+)
+
+
+def validate(files: dict[str, str], cfg: Config) -> None:
+    problems = [p for v in VALIDATORS for p in v(files, cfg)]
+    if problems:
+        raise ValidationError(problems)
 
 RENDERERS: tuple[Renderer, ...] = (
     render.rule_files,

@@ -21,7 +21,8 @@ from .model import Family
 @dataclass(frozen=True)
 class Target:
     name: str
-    document: Callable[[Family, dict, Config], dict]
+    document: Callable[[Family, dict, Config], dict]  # family, its group -> file document
+    groups: Callable[[dict], list[dict]]  # file document -> plain Prometheus rule groups
 
 
 def _prometheus(fam: Family, group: dict, cfg: Config) -> dict:
@@ -49,9 +50,13 @@ def _thanos(fam: Family, group: dict, cfg: Config) -> dict:
                         **{k: v for k, v in group.items() if k != "name"}}]}
 
 
+def _strip_thanos(doc: dict) -> list[dict]:
+    return [{k: v for k, v in g.items() if k != "partial_response_strategy"} for g in doc["groups"]]
+
+
 TARGETS: dict[str, Target] = {t.name: t for t in (
-    Target("prometheus", _prometheus),
-    Target("prometheus-operator", _operator),
-    Target("mimir", _mimir),
-    Target("thanos", _thanos),
+    Target("prometheus", _prometheus, lambda doc: doc["groups"]),
+    Target("prometheus-operator", _operator, lambda doc: doc["spec"]["groups"]),
+    Target("mimir", _mimir, lambda doc: doc["groups"]),
+    Target("thanos", _thanos, _strip_thanos),
 )}
