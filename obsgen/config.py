@@ -65,7 +65,7 @@ DEFAULTS: dict[str, Any] = {
     # Team label value for each role; alerts route by role (platform: hardware, placement,
     # storage; workload: data, model, code).
     "teams": {"platform": "platform", "workload": "workload"},
-    # Per-alert overrides: {Alert_Name: {for: 10m, severity: critical, team: platform}}.
+    # Per-alert overrides: {Alert_Name: {for: 10m, severity: critical, team: platform, name: X}}.
     "alerts": {},
     # Labels added to every alert (e.g. env: prod).
     "common_labels": {},
@@ -77,9 +77,15 @@ DEFAULTS: dict[str, Any] = {
     "families": None,
     # Rule file format: prometheus, prometheus-operator, mimir or thanos (obsgen.targets).
     "format": "prometheus",
-    # PrometheusRule metadata (prometheus-operator format); labels must match ruleSelector.
-    "prometheus_rule": {"namespace": "monitoring", "name_prefix": "obsgen-",
-                        "labels": {"app.kubernetes.io/part-of": "obsgen"}},
+    # PrometheusRule manifests (format prometheus-operator), one per family.
+    "prometheus_rule": {
+        # Namespace the manifests are created in.
+        "namespace": "monitoring",
+        # Prefix of each manifest's name; the family name follows.
+        "name_prefix": "obsgen-",
+        # Labels the Prometheus resource's ruleSelector matches.
+        "labels": {"app.kubernetes.io/part-of": "obsgen"},
+    },
     # Mimir/Cortex ruler namespace of each family's file: this prefix + the family name.
     "mimir_namespace_prefix": "obsgen-",
 }
@@ -190,8 +196,45 @@ def _reason(e: jsonschema.ValidationError) -> str:
     return e.message
 
 
+def _text_problem(value: str) -> str | None:
+    """Why a label value cannot be carried exactly into PromQL, YAML and templates."""
+    if "\x00" in value:
+        return "must not contain NUL characters"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must be valid Unicode text (it holds a lone surrogate)"
+    return None
+
+
+def _semantic(data: dict) -> list[tuple[str, str]]:
+    """Checks JSON Schema cannot express; run on a config that passed the schema."""
+    from .promql import regex_problem
+
+    out = []
+    for section in ("windows", "thresholds"):
+        for key, value in data.get(section, {}).items():
+            if isinstance(value, str) and seconds(value) <= 0:
+                out.append((f"{section}.{key}", f"must be a duration above zero, got {value!r}"))
+    if data.get("rule_interval") and seconds(data["rule_interval"]) <= 0:
+        out.append(("rule_interval", f"must be a duration above zero, got {data['rule_interval']!r}"))
+    for label, value in data.get("selector", {}).items():
+        op, text = ("=", value) if isinstance(value, str) else next(iter(value.items()))
+        path = f"selector.{label}" if isinstance(value, str) else f"selector.{label}.{op}"
+        problem = _text_problem(text) or (regex_problem(text) if op in ("=~", "!~") else None)
+        if problem:
+            out.append((path, problem))
+    for section in ("common_labels", "teams"):
+        for key, value in data.get(section, {}).items():
+            if isinstance(value, str) and (problem := _text_problem(value)):
+                out.append((f"{section}.{key}", problem))
+    if isinstance(data.get("runbook_url"), str) and (problem := _text_problem(data["runbook_url"])):
+        out.append(("runbook_url", problem))
+    return out
+
+
 def validate(data: Any, source: str, alert_names: list[str] | None = None) -> list[str]:
-    """Problems with a merged config, one line each, sorted by path."""
+    """Problems with a config, one line each, sorted by path."""
     validator = jsonschema.Draft202012Validator(schema(alert_names))
     problems = []
     for err in validator.iter_errors(data):
@@ -199,6 +242,8 @@ def validate(data: Any, source: str, alert_names: list[str] | None = None) -> li
         leaf = min(err.context, key=lambda c: len(c.message)) if err.context else err
         path = _path(leaf) if err.context else _path(err)
         problems.append((path, f"{source}: {path}: {_reason(leaf)}"))
+    if not problems and isinstance(data, dict):
+        problems = [(path, f"{source}: {path}: {why}") for path, why in _semantic(data)]
     return [line for _, line in sorted(set(problems))]
 
 

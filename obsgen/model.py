@@ -30,6 +30,14 @@ class Alert:
     description: str
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    # ``for`` must stay below this share of a window the condition depends on, e.g.
+    # ("memory", 0.5): otherwise the evidence is gone before the alert can fire.
+    for_within: tuple[str, float] | None = None
+    key: str = ""  # the name in the definitions, which config overrides refer to
+
+    def __post_init__(self):
+        if not self.key:
+            object.__setattr__(self, "key", self.name)
 
     def with_(self, **changes) -> "Alert":
         return replace(self, **changes)

@@ -10,8 +10,9 @@ from dataclasses import replace
 
 from . import contract
 from .contract import L
-from .config import Config
+from .config import Config, seconds
 from .model import Alert, Family, SEVERITIES, ROLES
+from .promql import template_literal
 
 
 class DefinitionError(Exception):
@@ -30,9 +31,9 @@ def _map_alerts(families: list[Family], fn) -> list[Family]:
 def overrides(families: list[Family], cfg: Config) -> list[Family]:
     """Per-alert ``for``, severity and team role from the config's ``alerts:``."""
     def apply(a: Alert) -> Alert:
-        o = cfg["alerts"].get(a.name, {})
-        return a.with_(for_=o.get("for", a.for_), severity=o.get("severity", a.severity),
-                       role=o.get("team", a.role))
+        o = cfg["alerts"].get(a.key, {})
+        return a.with_(name=o.get("name", a.name), for_=o.get("for", a.for_),
+                       severity=o.get("severity", a.severity), role=o.get("team", a.role))
     return _map_alerts(families, apply)
 
 
@@ -42,13 +43,14 @@ def routing_labels(families: list[Family], cfg: Config) -> list[Family]:
         labels = {cfg.label(L.severity.key): a.severity, cfg.label(L.team.key): cfg["teams"][a.role],
                   **a.labels}
         labels.update(cfg["common_labels"])
-        return a.with_(labels=labels)
+        # Prometheus and vmalert expand templates in alert labels: config text stays text.
+        return a.with_(labels={k: template_literal(v) for k, v in labels.items()})
     return _map_alerts(families, apply)
 
 
 def runbook_links(families: list[Family], cfg: Config) -> list[Family]:
     def apply(a: Alert) -> Alert:
-        url = cfg["runbook_url"].replace("{alert}", a.name)
+        url = template_literal(cfg["runbook_url"].replace("{alert}", a.name))
         return a.with_(annotations={**a.annotations, "runbook_url": url})
     return _map_alerts(families, apply)
 
@@ -67,14 +69,31 @@ def validate(families: list[Family], cfg: Config) -> None:
     """Names unique, every recorded series an expression reads rendered by some family,
     severities and roles known. Raises DefinitionError with every problem."""
     problems: list[str] = []
-    seen: dict[str, str] = {}
+    seen: dict[tuple[str, str], str] = {}
+    keys: dict[str, str] = {}
     for fam in families:
         for rule in fam.rules:
             name = rule.name
             kind = "alert" if isinstance(rule, Alert) else "record"
-            if (kind, name) in seen:
+            if kind == "alert" and name in keys:
+                renamed = rule if rule.key != rule.name else None
+                other = keys[name]
+                path = f"alerts.{rule.key}.name" if renamed else f"alerts.{other}.name"
+                problems.append(f"{cfg.source}: {path}: {name!r} is the name of another alert "
+                                f"({other if renamed else rule.key}); alert names must be unique")
+            elif (kind, name) in seen:
                 problems.append(f"{fam.name}: {kind} {name} is also defined in {seen[(kind, name)]}")
             seen[(kind, name)] = fam.name
+            if kind == "alert":
+                keys[name] = rule.key
+                if rule.for_within:
+                    window, share = rule.for_within
+                    limit = seconds(cfg["windows"][window]) * share
+                    if seconds(rule.for_) >= limit:
+                        problems.append(
+                            f"{cfg.source}: alerts.{rule.key}.for: must be shorter than "
+                            f"{share:g} x windows.{window} ({cfg['windows'][window]}), got "
+                            f"{rule.for_}; the evidence it waits for is gone by then")
             if isinstance(rule, Alert):
                 if rule.severity not in SEVERITIES:
                     problems.append(f"{fam.name}: {name}: unknown severity {rule.severity!r}")

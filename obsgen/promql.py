@@ -27,6 +27,30 @@ def quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def template_literal(value: str) -> str:
+    """A label or annotation value that Prometheus and vmalert, which expand Go templates
+    in alert labels and annotations, print exactly as given. Values without ``{{`` are
+    plain text already; others become one template action printing a string literal."""
+    if "{{" not in value:
+        return value
+    return "{{ " + json.dumps(value, ensure_ascii=False) + " }}"
+
+
+# RE2 (Prometheus, MetricsQL) lacks these Python regex features.
+_NOT_RE2 = re.compile(r"\(\?[=!]|\(\?<[=!]|\(\?>|\(\?P=|\\[1-9]|[*+?}]\+")
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why ``pattern`` is not a regex both engines accept, or None."""
+    if _NOT_RE2.search(pattern):
+        return "uses lookaround, backreferences or possessive quantifiers, which RE2 lacks"
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"is not a valid regular expression ({exc})"
+    return None
+
+
 def number(x: float) -> str:
     """A PromQL number literal for ``x`` without float noise (10, 1.1, 0.01)."""
     if math.isinf(x):

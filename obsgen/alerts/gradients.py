@@ -77,6 +77,7 @@ def build(c: Ctx) -> Family:
                 > {factor} * ({c.r(R.grad_norm_baseline)} > 0)
             """),
             for_="1m",
+            for_within=("grad_baseline", 0.5),
             severity="critical",
             role="workload",
             summary=f"Gradient explosion in job {job}",
@@ -107,6 +108,7 @@ def build(c: Ctx) -> Family:
                 < {c.t('grad_vanishing_fraction')} * ({c.r(R.grad_norm_long_baseline)} > 0)
             """),
             for_="30m",
+            for_within=("grad_long_baseline", 0.5),
             severity="warning",
             role="workload",
             summary=f"Vanishing gradients in job {job}",

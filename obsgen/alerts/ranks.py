@@ -78,6 +78,7 @@ def build(c: Ctx) -> Family:
                 )
             """),
             for_="2m30s",
+            for_within=("memory", 0.5),
             severity="critical",
             role="platform",
             summary=f"Ranks of job {job} stopped making progress",
