@@ -5,8 +5,11 @@ file must load in ``vmalert -dryRun`` too, which keeps the rules within PromQL t
 accept."""
 from __future__ import annotations
 
+import functools
+import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,14 +31,54 @@ class Result:
     output: str
 
 
+# The promtool release obsgen is tested with (Debian bookworm); older ones lack test-file
+# features the fixtures use.
+MIN_PROMTOOL = (2, 42, 0)
+# One rule with the constructs obsgen renders that older MetricsQL parsers refuse.
+_VMALERT_PROBE = """groups:
+- name: probe
+  rules:
+  - record: job:probe:max
+    expr: |
+      max by (job_id) (quantile_over_time(0.5, a:b:c[5m]) > bool 1.1)
+      * on (job_id) group_left (node) (topk by (job_id) (1, timestamp(d)) * 0 + 1)
+      or label_replace(count by (job_id) ((e != e) or (e == +Inf)), "signal", "x", "", "")
+"""
+
+
 def find(tool: str = "promtool") -> str:
     path = shutil.which(tool)
     if not path:
         raise ToolMissing(f"{tool} not found: {INSTALL_HINT.get(tool, 'put it on PATH')}")
+    problem = _too_old(tool, path)
+    if problem:
+        raise ToolMissing(f"{path} {problem}: {INSTALL_HINT[tool]}")
     return path
 
 
+@functools.lru_cache(maxsize=None)
+def _too_old(tool: str, path: str) -> str | None:
+    """Why the tool at ``path`` cannot serve obsgen, or None."""
+    if tool == "promtool":
+        out = _run([path, "--version"], timeout=30).output
+        m = re.search(r"version (\d+)\.(\d+)\.(\d+)", out)
+        if not m:
+            return f"does not report a version ({out.splitlines()[0] if out else 'no output'!r})"
+        version = tuple(int(x) for x in m.groups())
+        if version < MIN_PROMTOOL:
+            return (f"is version {'.'.join(map(str, version))}, older than the "
+                    f"{'.'.join(map(str, MIN_PROMTOOL))} obsgen needs")
+    if tool == "vmalert":  # Debian's build reports no version: probe what it parses instead
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as fh:
+            fh.write(_VMALERT_PROBE)
+            fh.flush()
+            if not _run([path, "-dryRun", "-loggerLevel=ERROR", f"-rule={fh.name}"], timeout=60).ok:
+                return "cannot parse the PromQL obsgen renders (it needs vmalert >= 1.79)"
+    return None
+
+
 def _run(args: list[str], cwd: Path | None = None, timeout: float = 600) -> Result:
+    """Run a tool; its stdout and stderr together (promtool prints failures on stderr)."""
     proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     return Result(proc.returncode == 0, (proc.stdout + proc.stderr).strip())
 
