@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 TOOLS  := promtool vmalert
 
 .DEFAULT_GOAL := help
-.PHONY: help render check test lint fixtures golden tools clean
+.PHONY: help render check test lint fuzz fixtures golden tools clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $@
 
-render: $(STAMP) ## render rules/ from the definitions and obsgen.yaml (if present)
+render: $(STAMP) tools ## render rules/ and docs/ from the definitions and obsgen.yaml (if present)
 	$(BIN)/obsgen render
 
 check: $(STAMP) ## fail when committed generated files are stale
@@ -30,6 +30,9 @@ tools: ## install promtool and vmalert (Debian prometheus, victoria-metrics) whe
 
 test: $(STAMP) tools check ## staleness check, unit tests, promtool checks and fixtures
 	$(BIN)/pytest -q
+
+fuzz: $(STAMP) tools ## property tests with 5,000 random examples each (make test runs 200)
+	OBSGEN_FUZZ=1 $(BIN)/pytest -q -p no:cacheprovider tests/test_properties.py
 
 lint: $(STAMP) tools ## promtool check rules --lint=all on the rendered rules
 	promtool check rules --lint=all rules/*.yaml

@@ -212,6 +212,19 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
     from .promql import regex_problem
 
     out = []
+    # Renames must keep names apart: two metrics (or labels) under one name would make the
+    # rules read one signal as another. Scrape labels (job, instance) are not read by rules.
+    metrics = {k: data.get("metrics", {}).get(k, k) for k in contract.METRICS}
+    labels = {k: data.get("labels", {}).get(k, k) for k in contract.LABELS if k not in ("job", "instance")}
+    for section, names in (("metrics", metrics), ("labels", labels)):
+        for key in data.get(section, {}):
+            others = [k for k, v in names.items() if v == names[key] and k != key]
+            if others:
+                out.append((f"{section}.{key}", f"{names[key]!r} is also the name of {section}.{others[0]}"))
+    for key, name in data.get("labels", {}).items():
+        if name in ("le", "quantile") or name.startswith("__"):
+            out.append((f"labels.{key}", f"{name!r} is reserved by Prometheus (histogram buckets, "
+                                         "summaries or internal labels)"))
     for section in ("windows", "thresholds"):
         for key, value in data.get(section, {}).items():
             if isinstance(value, str) and seconds(value) <= 0:

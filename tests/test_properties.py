@@ -1,0 +1,208 @@
+"""Property-based tests: any valid config renders rules promtool accepts; any invalid one
+is refused with one line per problem, no traceback, and nothing written.
+
+`make test` runs 200 examples of each property (derandomized, so CI is repeatable);
+`make fuzz` runs 5,000 with fresh randomness (OBSGEN_FUZZ=1). promtool runs once over the
+rule files of every valid example, after they were all rendered.
+"""
+from __future__ import annotations
+
+import json
+import os
+import string
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from obsgen import config, contract, pipeline, promtool, registry, targets
+from obsgen.cli import main
+from obsgen.render import MARKER
+
+FUZZ = os.environ.get("OBSGEN_FUZZ") == "1"
+EXAMPLES = 5000 if FUZZ else 200
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=not FUZZ, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+NAMES = registry.alert_names()
+FAMILIES = [f.NAME for f in registry.FAMILIES]
+
+# Building blocks ---------------------------------------------------------------------------
+label_name = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True).filter(
+    lambda s: s not in ("le", "quantile"))
+metric_name = st.from_regex(r"[a-z][a-z0-9_:]{0,20}", fullmatch=True)
+# Label values: any text Prometheus can hold, quotes, backslashes, braces, templates included.
+text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20)
+regex = st.sampled_from(["a|b", "prod-.*", "(?i)train", "[0-9]+", "a\\.b", "x{2,3}", ".*"])
+unit = st.sampled_from(["s", "m", "h"])
+
+
+def duration(low_s: int, high_s: int):
+    return st.integers(low_s, high_s).map(lambda n: f"{n}s" if n % 60 else f"{n // 60}m")
+
+
+def unique_renames(keys: list[str], names) -> st.SearchStrategy:
+    """Renames of some keys to names distinct from each other and from kept defaults."""
+    def valid(mapping):
+        final = {k: mapping.get(k, k) for k in keys}
+        return len(set(final.values())) == len(final)
+    return st.dictionaries(st.sampled_from(keys), names, max_size=4).filter(valid)
+
+
+@st.composite
+def valid_configs(draw) -> dict:
+    cfg: dict = {}
+    if draw(st.booleans()):
+        cfg["metrics"] = draw(unique_renames(list(contract.METRICS), metric_name))
+    if draw(st.booleans()):
+        keys = [k for k in contract.LABELS if k not in ("job", "instance")]
+        cfg["labels"] = draw(unique_renames(keys, label_name))
+    if draw(st.booleans()):
+        cfg["selector"] = draw(st.dictionaries(
+            label_name, st.one_of(text, st.fixed_dictionaries({"=~": regex}),
+                                  st.fixed_dictionaries({"!=": text})), max_size=3))
+    if draw(st.booleans()):
+        cfg["thresholds"] = draw(st.fixed_dictionaries({}, optional={
+            "straggler_ratio": st.floats(1.01, 5),
+            "straggler_persistent_fraction": st.floats(0.05, 0.95),
+            "straggler_transient_ranks": st.integers(2, 64),
+            "grad_explosion_factor": st.floats(1.5, 1000),
+            "grad_vanishing_fraction": st.floats(1e-6, 0.5),
+            "bubble_excess_factor": st.floats(1.01, 10),
+            "checkpoint_max_age": duration(60, 86400),
+            "checkpoint_overhead_ratio": st.floats(0.001, 0.9),
+        }))
+    # Windows long enough for the default `for` of the alerts that depend on them.
+    if draw(st.booleans()):
+        cfg["windows"] = draw(st.fixed_dictionaries({}, optional={
+            "rate": duration(60, 3600), "straggler_persistence": duration(300, 7200),
+            "grad_baseline": duration(300, 86400), "grad_long_baseline": duration(7200, 172800),
+            "progress": duration(60, 900), "memory": duration(600, 86400),
+            "checkpoint_overhead": duration(600, 86400)}))
+    if draw(st.booleans()):
+        cfg["alerts"] = draw(st.dictionaries(st.sampled_from(
+            [n for n in NAMES if n not in ("Train_RankFailed", "Train_GradientExplosion",
+                                            "Train_GradientVanishing")]),
+            st.fixed_dictionaries({}, optional={
+                "for": duration(0, 3600), "severity": st.sampled_from(["critical", "warning", "info"]),
+                "team": st.sampled_from(["platform", "workload"])}), max_size=3))
+    if draw(st.booleans()):
+        cfg["teams"] = draw(st.fixed_dictionaries({}, optional={
+            "platform": text.filter(bool), "workload": text.filter(bool)}))
+    if draw(st.booleans()):
+        cfg["common_labels"] = draw(st.dictionaries(label_name, text.filter(bool), max_size=2))
+    if draw(st.booleans()):
+        cfg["runbook_url"] = "https://" + draw(st.text(string.ascii_letters + "./{}-_", max_size=15)
+                                               .filter(lambda s: "{alert}" not in s)) + "/{alert}"
+    if draw(st.booleans()):
+        cfg["rule_interval"] = draw(st.one_of(st.none(), duration(10, 300)))
+    if draw(st.booleans()):
+        cfg["families"] = draw(st.lists(st.sampled_from(FAMILIES), unique=True))
+    if draw(st.booleans()):
+        cfg["format"] = draw(st.sampled_from(sorted(targets.TARGETS)))
+    return cfg
+
+
+# Corruptions that make a valid config invalid, each with the path it must be reported at.
+CORRUPT = [
+    ("unknown top-level key", lambda c: c.update({"tresholds": {}}), "(top level)"),
+    ("unknown threshold", lambda c: c.setdefault("thresholds", {}).update({"ratio": 2}), "thresholds"),
+    ("ratio at or below 1", lambda c: c.setdefault("thresholds", {}).update({"straggler_ratio": 1}), "thresholds.straggler_ratio"),
+    ("negative fraction", lambda c: c.setdefault("thresholds", {}).update({"grad_vanishing_fraction": -0.1}), "thresholds.grad_vanishing_fraction"),
+    ("number as a duration", lambda c: c.setdefault("windows", {}).update({"rate": 300}), "windows.rate"),
+    ("negative duration", lambda c: c.setdefault("windows", {}).update({"memory": "-1h"}), "windows.memory"),
+    ("zero window", lambda c: c.setdefault("windows", {}).update({"progress": "0m"}), "windows.progress"),
+    ("bad label name", lambda c: c.setdefault("labels", {}).update({"rank": "global-rank"}), "labels.rank"),
+    ("unknown metric", lambda c: c.setdefault("metrics", {}).update({"train_steps": "x"}), "metrics"),
+    ("NUL in a selector", lambda c: c.setdefault("selector", {}).update({"cluster": "a\x00"}), "selector.cluster"),
+    ("regex RE2 lacks", lambda c: c.setdefault("selector", {}).update({"env": {"=~": "(?=x)"}}), "selector.env.=~"),
+    ("unknown alert", lambda c: c.setdefault("alerts", {}).update({"Train_Nope": {}}), "alerts"),
+    ("unknown severity", lambda c: c.setdefault("alerts", {}).update({"Train_RankFailed": {"severity": "page"}}), "alerts.Train_RankFailed.severity"),
+    ("for beyond the memory", lambda c: (c.setdefault("windows", {}).update({"memory": "1h"}),
+                                         c.setdefault("alerts", {}).update({"Train_RankFailed": {"for": "2h"}})), "alerts.Train_RankFailed.for"),
+    ("unknown format", lambda c: c.update({"format": "nagios"}), "format"),
+    ("list instead of a mapping", lambda c: c.update({"teams": ["platform"]}), "teams"),
+]
+
+
+def _write(tmp: Path, data) -> Path:
+    path = tmp / "obsgen.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    return path
+
+
+# Valid configs -----------------------------------------------------------------------------
+_RENDERED: list[tuple[dict, list[Path]]] = []
+
+
+@SETTINGS
+@given(valid_configs())
+def test_valid_configs_render(tmp_path_factory, data):
+    tmp = tmp_path_factory.mktemp("valid")
+    path = _write(tmp, data)
+    cfg = config.load(path, alert_names=NAMES)  # must not raise: the config is valid
+    files = pipeline.render_all(cfg)
+    target = targets.TARGETS[cfg["format"]]
+    rule_files = []
+    for rel, text_ in files.items():
+        assert MARKER in text_[:400], rel
+        if rel.startswith("rules/"):
+            out = tmp / f"{Path(rel).stem}.yaml"
+            out.write_text(yaml.safe_dump({"groups": target.groups(yaml.safe_load(text_))},
+                                          allow_unicode=True))
+            rule_files.append(out)
+    _RENDERED.append((data, rule_files))
+
+
+@pytest.mark.promtool
+def test_rules_of_every_valid_example_pass_promtool():
+    """promtool check rules on all rule files rendered by test_valid_configs_render."""
+    assert len(_RENDERED) >= min(EXAMPLES, 100), "run together with test_valid_configs_render"
+    files = [f for _, fs in _RENDERED for f in fs]
+    result = promtool.check_rules(files) if files else promtool.Result(True, "")
+    if not result.ok:
+        bad = [data for data, fs in _RENDERED if any(str(f) in result.output for f in fs)]
+        pytest.fail(f"promtool refused rules of {len(bad)} configs, e.g.:\n"
+                    f"{json.dumps(bad[:1], ensure_ascii=False, indent=1)}\n{result.output[-3000:]}")
+    print(f"\n{len(_RENDERED)} valid configs, {len(files)} rule files, all pass promtool")
+
+
+# Invalid configs ---------------------------------------------------------------------------
+@SETTINGS
+@given(valid_configs(), st.sampled_from(CORRUPT))
+def test_invalid_configs_are_refused_cleanly(tmp_path_factory, data, corruption):
+    name, corrupt, path_ = corruption
+    corrupt(data)
+    tmp = tmp_path_factory.mktemp("invalid")
+    cfg_file = _write(tmp, data)
+    out = tmp / "out"
+    code, err = _render(cfg_file, out)
+    assert code == 2, (name, err)
+    assert err and all(line.startswith(f"{cfg_file}: ") for line in err), (name, err)
+    assert any(line.startswith(f"{cfg_file}: {path_}") for line in err), (name, path_, err)
+    assert not out.exists()
+
+
+@SETTINGS
+@given(st.text(max_size=200))
+def test_arbitrary_text_never_crashes_or_writes(tmp_path_factory, raw):
+    tmp = tmp_path_factory.mktemp("text")
+    cfg_file = tmp / "obsgen.yaml"
+    cfg_file.write_bytes(raw.encode("utf-8", "surrogatepass"))  # even text that is not UTF-8
+    out = tmp / "out"
+    code, err = _render(cfg_file, out)
+    if code == 0:  # the text happened to be a valid config (empty, a comment, "{}")
+        return
+    assert code == 2 and err and all(l.startswith(f"{cfg_file}: ") for l in err), err
+    assert not out.exists()
+
+
+def _render(cfg_file: Path, out: Path) -> tuple[int, list[str]]:
+    """Run the CLI in-process, capturing stderr; any exception fails the property."""
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["render", "--config", str(cfg_file), "--out", str(out)])
+    return code, [l for l in buf.getvalue().splitlines() if l]
