@@ -11,7 +11,7 @@ from dataclasses import replace
 from . import contract
 from .contract import L
 from .config import Config, seconds
-from .model import Alert, Family, SEVERITIES, ROLES
+from .model import Alert, Family, Record, SEVERITIES, ROLES
 from .promql import template_literal
 
 
@@ -55,7 +55,25 @@ def runbook_links(families: list[Family], cfg: Config) -> list[Family]:
     return _map_alerts(families, apply)
 
 
-PASSES = (overrides, routing_labels, runbook_links)
+def one_record_per_series(families: list[Family], cfg: Config) -> list[Family]:
+    """Drop a recording rule that repeats an earlier one exactly (same name, same
+    expression): it is the same series, e.g. when two windows are configured equal.
+    The same name with another expression stays, for validation to refuse."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for fam in families:
+        rules = []
+        for r in fam.rules:
+            if isinstance(r, Record):
+                if (r.name, r.expr) in seen:
+                    continue
+                seen.add((r.name, r.expr))
+            rules.append(r)
+        out.append(replace(fam, rules=tuple(rules)))
+    return out
+
+
+PASSES = (one_record_per_series, overrides, routing_labels, runbook_links)
 
 
 def run(families: list[Family], cfg: Config) -> list[Family]:
