@@ -23,8 +23,9 @@ COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 INSTRUMENT = "obsgen.instrument (the training process, one endpoint per rank)"
 NCCL_SIDECAR = ("obsgen.instrument (wrapping torch.distributed calls) or the NCCL sidecar "
                 "(obsgen nccl-exporter, from NCCL Inspector or debug logs)")
-DCGM = ("NVIDIA dcgm-exporter, one endpoint per GPU host; the field must be enabled in its "
-        "counters CSV (DCP fields need a datacenter GPU)")
+DCGM = ("NVIDIA dcgm-exporter, one endpoint per GPU host; enable the field in its counters "
+        "CSV where the default CSV has it commented out")
+DCGM_PROF = DCGM + " (a DCP profiling field: datacenter GPUs only)"
 NODE_EXPORTER = "Prometheus node_exporter on every host (infiniband and uname collectors)"
 RULER = "Prometheus (or the ruler that evaluates obsgen's rules), for every pending or firing alert"
 
@@ -131,11 +132,11 @@ METRICS: dict[str, Metric] = {
         # GPUs, as dcgm-exporter publishes them (names and labels exactly as it writes them).
         Metric("DCGM_FI_PROF_SM_ACTIVE", GAUGE, ("UUID", "gpu", "Hostname"), "ratio",
                "share of cycles at least one warp was resident on an SM, averaged over SMs",
-               emitter=DCGM),
+               emitter=DCGM_PROF),
         Metric("DCGM_FI_PROF_NVLINK_TX_BYTES", GAUGE, ("UUID", "gpu", "Hostname"), "bytes/s",
-               "NVLink transmit rate of the GPU, payload only", emitter=DCGM),
+               "NVLink transmit rate of the GPU, payload only", emitter=DCGM_PROF),
         Metric("DCGM_FI_PROF_NVLINK_RX_BYTES", GAUGE, ("UUID", "gpu", "Hostname"), "bytes/s",
-               "NVLink receive rate of the GPU, payload only", emitter=DCGM),
+               "NVLink receive rate of the GPU, payload only", emitter=DCGM_PROF),
         Metric("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", COUNTER, ("UUID", "gpu", "Hostname"), "errors",
                "single-bit (corrected) volatile ECC errors since the driver loaded", emitter=DCGM),
         Metric("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", COUNTER, ("UUID", "gpu", "Hostname"), "errors",
