@@ -41,7 +41,7 @@ fixtures: $(STAMP) ## regenerate tests/promtool/*.yaml from the case tables
 	$(BIN)/python -m tests.promtool.build
 
 golden: $(STAMP) ## refresh golden files after an intended change
-	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_render.py
+	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_render.py tests/test_dashboards.py
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

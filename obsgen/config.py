@@ -88,6 +88,38 @@ DEFAULTS: dict[str, Any] = {
     },
     # Mimir/Cortex ruler namespace of each family's file: this prefix + the family name.
     "mimir_namespace_prefix": "obsgen-",
+    "dashboards": {
+        # Render the Grafana dashboards into dashboards/ (false: rules only).
+        "enabled": True,
+        # "classic": one dashboard per tab, any Grafana; "v2": one Grafana 12 schema-v2 dashboard with tabs.
+        "format": "classic",
+        # Prefix of every dashboard uid (<prefix>-<view>); differ it to provision two configs into one Grafana.
+        "uid_prefix": "obsgen",
+        # Tag on every dashboard; the links bar that acts as tabs joins the dashboards with this tag.
+        "tag": "obsgen",
+        # Directory Grafana reads the JSON from (provider options.path); each subdirectory becomes a folder.
+        "path": "/var/lib/grafana/dashboards",
+        # Default time range of the dashboards, back from now.
+        "time_range": "6h",
+        # Auto-refresh interval of the dashboards.
+        "refresh": "1m",
+        # Rows of the top-N tables and series of the top-N graphs (slowest ranks, most uneven nodes).
+        "top_n": 10,
+        # Ranks in the straggler heatmap: the ones with the highest score in the time range.
+        "heatmap_ranks": 64,
+        # Standard deviation of SM-active across the GPUs of a node above which TP is imbalanced.
+        "tp_sm_active_stddev": 0.05,
+        # Expert load imbalance (busiest expert's tokens / mean tokens) above which EP is imbalanced.
+        "expert_imbalance": 1.5,
+        # Trace links on every panel: uid of a Tempo or Jaeger data source in Grafana; null for none.
+        "trace_datasource_uid": None,
+        # Type of that data source: tempo or jaeger.
+        "trace_datasource_type": "tempo",
+        # service.name the training processes export their traces under.
+        "trace_service_name": "megatron-lm",
+        # Trace attribute that holds the run id (the value of job_id).
+        "trace_run_id_attribute": "nemo.run.id",
+    },
 }
 
 DEFAULT_PATH = "obsgen.yaml"

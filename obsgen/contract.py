@@ -21,6 +21,13 @@ COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 
 # Emitters, named once so docs and the plan say who produces each series.
 INSTRUMENT = "obsgen.instrument (the training process, one endpoint per rank)"
+NCCL_SIDECAR = ("obsgen.instrument (wrapping torch.distributed calls) or the NCCL sidecar "
+                "(obsgen nccl-exporter, from NCCL Inspector or debug logs)")
+DCGM = ("NVIDIA dcgm-exporter, one endpoint per GPU host; enable the field in its counters "
+        "CSV where the default CSV has it commented out")
+DCGM_PROF = DCGM + " (a DCP profiling field: datacenter GPUs only)"
+NODE_EXPORTER = "Prometheus node_exporter on every host (infiniband and uname collectors)"
+RULER = "Prometheus (or the ruler that evaluates obsgen's rules), for every pending or firing alert"
 
 
 @dataclass(frozen=True)
@@ -45,10 +52,20 @@ LABELS: dict[str, Label] = {
         Label("job_id", "training job (one run, across restarts)"),
         Label("rank", "global rank of the process, 0 .. world_size-1"),
         Label("stage", "pipeline-parallel stage of the rank (0 when PP is not used)"),
-        Label("node", "host the rank runs on, where the emitter knows it"),
+        Label("node", "host the rank runs on, where the emitter knows it (on Kubernetes the node "
+                      "name from the downward API, not the pod's hostname)"),
         Label("phase", "forward or backward, on pipeline stage timings"),
         Label("op", "collective operation, e.g. AllReduce, AllGather, ReduceScatter"),
         Label("group", "parallel group of a collective: dp, tp, pp, ep, cp, fsdp or unknown"),
+        Label("expert", "index of a mixture-of-experts expert"),
+        Label("UUID", "GPU UUID (GPU-...) as dcgm-exporter publishes it; joins GPU series to ranks"),
+        Label("gpu", "GPU index on its host, as dcgm-exporter publishes it"),
+        Label("Hostname", "host name, as dcgm-exporter publishes it"),
+        Label("nodename", "host name, as node_exporter's node_uname_info publishes it"),
+        Label("device", "InfiniBand HCA, e.g. mlx5_0, as node_exporter publishes it"),
+        Label("port", "InfiniBand port of the HCA, as node_exporter publishes it"),
+        Label("alertname", "name of an alert, on the ALERTS series"),
+        Label("alertstate", "pending or firing, on the ALERTS series"),
         Label("job", "scrape job, added by Prometheus"),
         Label("instance", "scrape target, added by Prometheus; changes on restart"),
         # Labels obsgen itself puts on alerts.
@@ -93,6 +110,55 @@ METRICS: dict[str, Metric] = {
                "seconds spent writing checkpoints"),
         Metric("train_run_id", GAUGE, ("job_id", "rank"), "generation",
                "restart generation of the job (increments on every restart)"),
+        Metric("train_planned_end_timestamp_seconds", GAUGE, ("job_id", "rank"), "unix seconds",
+               "time the run is planned to have finished by (its deadline), from the launch "
+               "config; absent when the run has none"),
+        Metric("train_exposed_comm_seconds", HISTOGRAM, _JRS, "seconds",
+               "time per step the compute stream waited for communication, i.e. communication "
+               "not hidden behind compute (CUDA events around the stream waits)"),
+        Metric("train_rank_gpu_info", GAUGE, ("job_id", "rank", "node", "UUID"), "info",
+               "1 per rank, naming its host and the UUID of its GPU; joins dcgm-exporter and "
+               "node_exporter series to the job's ranks"),
+        Metric("moe_expert_tokens_total", COUNTER, ("job_id", "rank", "expert"), "tokens",
+               "tokens routed to an expert, summed over the MoE layers, counted by the rank "
+               "that hosts the expert"),
+        # Communication volume and fabric events.
+        Metric("nccl_collective_bytes_total", COUNTER, ("job_id", "rank", "op", "group"), "bytes",
+               "bytes a rank sent in collectives, by operation and parallel group",
+               emitter=NCCL_SIDECAR),
+        Metric("nccl_link_recovery_total", COUNTER, ("job_id", "rank"), "recoveries",
+               "link failures NCCL (2.27+ resilient collectives) recovered from without aborting",
+               emitter=NCCL_SIDECAR),
+        # GPUs, as dcgm-exporter publishes them (names and labels exactly as it writes them).
+        Metric("DCGM_FI_PROF_SM_ACTIVE", GAUGE, ("UUID", "gpu", "Hostname"), "ratio",
+               "share of cycles at least one warp was resident on an SM, averaged over SMs",
+               emitter=DCGM_PROF),
+        Metric("DCGM_FI_PROF_NVLINK_TX_BYTES", GAUGE, ("UUID", "gpu", "Hostname"), "bytes/s",
+               "NVLink transmit rate of the GPU, payload only", emitter=DCGM_PROF),
+        Metric("DCGM_FI_PROF_NVLINK_RX_BYTES", GAUGE, ("UUID", "gpu", "Hostname"), "bytes/s",
+               "NVLink receive rate of the GPU, payload only", emitter=DCGM_PROF),
+        Metric("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", COUNTER, ("UUID", "gpu", "Hostname"), "errors",
+               "single-bit (corrected) volatile ECC errors since the driver loaded", emitter=DCGM),
+        Metric("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", COUNTER, ("UUID", "gpu", "Hostname"), "errors",
+               "double-bit (uncorrectable) volatile ECC errors since the driver loaded",
+               emitter=DCGM),
+        Metric("DCGM_FI_DEV_XID_ERRORS", GAUGE, ("UUID", "gpu", "Hostname"), "xid",
+               "code of the last XID error of the GPU", emitter=DCGM),
+        Metric("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", COUNTER, ("UUID", "gpu", "Hostname"),
+               "errors", "NVLink recovery errors of the GPU, all links", emitter=DCGM),
+        # Hosts, as node_exporter publishes them.
+        Metric("node_infiniband_port_data_transmitted_bytes_total", COUNTER,
+               ("instance", "device", "port"), "bytes", "bytes the InfiniBand port sent",
+               emitter=NODE_EXPORTER),
+        Metric("node_infiniband_port_data_received_bytes_total", COUNTER,
+               ("instance", "device", "port"), "bytes", "bytes the InfiniBand port received",
+               emitter=NODE_EXPORTER),
+        Metric("node_uname_info", GAUGE, ("instance", "nodename"), "info",
+               "1 per host, labelled with its uname; maps node_exporter's instance to the host",
+               emitter=NODE_EXPORTER),
+        # Alerts, as Prometheus writes them.
+        Metric("ALERTS", GAUGE, ("alertname", "alertstate", "job_id", "severity"), "info",
+               "1 for every pending or firing alert, with the alert's labels", emitter=RULER),
     )
 }
 

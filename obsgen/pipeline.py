@@ -13,7 +13,7 @@ from typing import Callable
 
 import yaml
 
-from . import docs, passes, promtool, registry, render, targets
+from . import dashboards, docs, passes, promtool, registry, render, targets
 from .config import Config
 from .model import Family
 
@@ -58,6 +58,7 @@ def validate(files: dict[str, str], cfg: Config) -> None:
 RENDERERS: tuple[Renderer, ...] = (
     render.rule_files,
     docs.render_docs,
+    dashboards.files,
 )
 
 

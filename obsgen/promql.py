@@ -92,15 +92,16 @@ class Ctx:
 
     # selectors ---------------------------------------------------------------------
     def m(self, metric: contract.Metric, suffix: str = "",
-          match: dict[contract.Label, str] | None = None) -> str:
+          match: dict[contract.Label, str] | None = None, extra: tuple[str, ...] = ()) -> str:
         """Selector of a contract metric (``suffix`` e.g. ``_sum`` for histograms);
-        ``match`` adds equality matchers on contract labels."""
-        extra = tuple(f"{self.l(k)}={quote(v)}" for k, v in (match or {}).items())
-        return self._selector(self.mname(metric) + suffix, extra)
+        ``match`` adds equality matchers on contract labels, ``extra`` matchers already
+        written out (e.g. a dashboard's template variables)."""
+        eq = tuple(f"{self.l(k)}={quote(v)}" for k, v in (match or {}).items())
+        return self._selector(self.mname(metric) + suffix, eq + extra)
 
-    def r(self, rec: contract.Recorded) -> str:
-        """Selector of a recorded series."""
-        return self._selector(self.rname(rec))
+    def r(self, rec: contract.Recorded, extra: tuple[str, ...] = ()) -> str:
+        """Selector of a recorded series (``extra``: matchers already written out)."""
+        return self._selector(self.rname(rec), extra)
 
     # clauses -----------------------------------------------------------------------
     def labels(self, *labels: contract.Label) -> str:

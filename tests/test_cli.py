@@ -43,7 +43,7 @@ def test_removing_a_family_removes_its_generated_file_but_never_foreign_ones(tmp
     mine = tmp_path / "rules" / "team-extra.yaml"
     mine.write_text("groups: []\n")
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("families: [stragglers, gradients, pipeline, ranks]\n")
+    cfg.write_text("families: [stragglers, gradients, pipeline, ranks]\ndashboards: {enabled: false}\n")
     assert main(["check", "--config", str(cfg), "--out", str(tmp_path)]) == 1
     assert "rules/checkpoints.yaml: stale (obsgen no longer generates it)" in capsys.readouterr().err
     assert main(["render", "--config", str(cfg), "--out", str(tmp_path)]) == 0
@@ -53,9 +53,20 @@ def test_removing_a_family_removes_its_generated_file_but_never_foreign_ones(tmp
 
 def test_a_family_brings_the_families_it_reads(tmp_path):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("families: [checkpoints]\n")
+    cfg.write_text("families: [checkpoints]\ndashboards: {enabled: false}\n")
     assert main(["render", "--config", str(cfg), "--out", str(tmp_path)]) == 0
     assert sorted(p.name for p in (tmp_path / "rules").iterdir()) == ["checkpoints.yaml", "ranks.yaml"]
+
+
+def test_dashboards_refuse_families_that_leave_out_what_their_panels_read(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("families: [stragglers, gradients, pipeline, ranks]\n")
+    assert main(["render", "--config", str(cfg), "--out", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out").exists()
+    assert capsys.readouterr().err.splitlines() == [
+        "dashboards: panels read job:train_checkpoint_timestamp_seconds:max, recorded by family "
+        "'checkpoints', which families: leaves out; add checkpoints to families or set "
+        "dashboards.enabled: false"]
 
 
 def test_render_refuses_to_overwrite_a_file_it_did_not_generate(tmp_path, capsys):

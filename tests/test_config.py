@@ -50,6 +50,15 @@ BAD = {
         "obsgen.yaml: line 3: invalid YAML: duplicate key 'straggler_ratio'"),
     "a config that is not a mapping is refused": (
         "- a\n- b\n", "obsgen.yaml: (top level): must be a mapping, got list"),
+    "an unknown dashboard format is refused": (
+        "dashboards:\n  format: v3\n",
+        "obsgen.yaml: dashboards.format: must be one of classic, v2, got 'v3'"),
+    "a trace data source of another kind is refused": (
+        "dashboards:\n  trace_datasource_type: zipkin\n",
+        "obsgen.yaml: dashboards.trace_datasource_type: must be one of tempo, jaeger, got 'zipkin'"),
+    "a uid prefix that would not fit a Grafana uid is refused": (
+        "dashboards:\n  uid_prefix: this-prefix-is-far-too-long-for-a-uid\n",
+        "obsgen.yaml: dashboards.uid_prefix: must be 1 to 24 letters, digits, - or _ (a Grafana uid holds at most 40), got 'this-prefix-is-far-too-long-for-a-uid'"),
     "a Python object tag is refused (safe loading only)": (
         "thresholds: !!python/object/apply:os.system ['true']\n",
         "obsgen.yaml: line 1: invalid YAML: could not determine a constructor for the tag"),
@@ -90,7 +99,7 @@ def test_defaults_are_valid_and_every_key_is_in_the_schema():
     assert config.validate(copy.deepcopy(config.DEFAULTS), "(defaults)", NAMES) == []
     schema = config.schema(NAMES)["properties"]
     assert set(schema) == set(config.DEFAULTS)
-    for section in ("thresholds", "windows", "teams"):
+    for section in ("thresholds", "windows", "teams", "dashboards"):
         assert set(schema[section]["properties"]) == set(config.DEFAULTS[section]), section
 
 

@@ -1,0 +1,82 @@
+"""What a dashboard view declares: rows of panels, each with its queries, unit and the
+one line that says what healthy looks like. Views are data; ``classic`` and ``v2`` turn
+them into Grafana JSON with grafana-foundation-sdk, so a view never touches JSON."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Panel kinds, as Grafana's panel plugin ids.
+TIMESERIES, STAT, TABLE, HEATMAP, BARGAUGE = "timeseries", "stat", "table", "heatmap", "bargauge"
+KINDS = (TIMESERIES, STAT, TABLE, HEATMAP, BARGAUGE)
+
+# Variables a view may ask for besides the ones every dashboard has (datasource, the
+# extra selector's labels and job_id).
+RANK, STAGE = "rank", "stage"
+
+
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str = ""  # legendFormat, e.g. "rank {{rank}}"
+    instant: bool = False  # one value at the end of the range (stat, table)
+    table: bool = False  # format=table: one row per series, labels as columns
+
+
+@dataclass(frozen=True)
+class Step:
+    """A threshold: from ``value`` upwards (None: the base) the colour is ``color``."""
+    value: float | None
+    color: str
+
+
+@dataclass(frozen=True)
+class Style:
+    """How one series of a time series panel is drawn (matched by its display name, the
+    query's legend): a dashed line for a threshold series, for example."""
+    name: str
+    color: str
+    dashed: bool = False
+
+
+@dataclass(frozen=True)
+class Panel:
+    kind: str
+    title: str
+    description: str  # one line: what healthy looks like
+    unit: str  # a Grafana unit id (grafana_foundation_sdk.models.units)
+    queries: tuple[Query, ...]
+    width: int = 12
+    height: int = 8
+    steps: tuple[Step, ...] = ()  # colour thresholds; drawn as lines when draw_steps
+    draw_steps: bool = False  # time series: draw the threshold steps as dashed lines
+    styles: tuple[Style, ...] = ()
+    log_scale: bool = False
+    min: float | None = None
+    max: float | None = None
+    stack: bool = False
+    no_value: str = ""  # text shown when a query returns nothing, e.g. "not set"
+    decimals: int | None = None
+    columns: tuple[tuple[str, str], ...] = ()  # table: (label or Value, header), in order
+    sort_by: str = ""  # table: header of the column to sort by
+    sort_desc: bool = True
+
+
+@dataclass(frozen=True)
+class Row:
+    title: str
+    panels: tuple[Panel, ...]
+
+
+@dataclass(frozen=True)
+class View:
+    """One tab: a classic dashboard of its own, or a tab of the v2 dashboard."""
+    key: str  # file name and uid suffix: dashboards/<key>.json, uid <prefix>-<key>
+    title: str  # tab title
+    question: str  # the question the view answers, shown as the dashboard description
+    source: str  # module that defines it, named in the generated header
+    rows: tuple[Row, ...]
+    variables: tuple[str, ...] = field(default=())  # RANK and/or STAGE
+
+    def panels(self):
+        for row in self.rows:
+            yield from row.panels

@@ -1,0 +1,108 @@
+"""Panel queries evaluated by promtool on hand-made series: the arithmetic (ETA, restarts)
+and the joins (ranks to nodes, GPUs and hosts) give the numbers a reader expects, and
+another job's series never leak in. Each case is a panel, its inputs and the samples it
+must return, as Grafana would ask for them (job_id=job-a, all ranks, 1h range)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from obsgen import config, dashboards, promtool
+
+pytestmark = pytest.mark.promtool
+
+EVAL = "60m"
+JOB_A, JOB_B = 'job_id="job-a"', 'job_id="job-b"'
+
+
+def counter(per_minute: float, minutes: int = 60) -> str:
+    return f"0+{per_minute:g}x{minutes}"
+
+
+# (dashboard key, panel title, ref) -> (input series {series: values}, expected {labels: value})
+CASES = {
+    "the ETA is the remaining steps times the mean step time, for the selected job only": (
+        ("overview", "ETA", "A"),
+        {f"job:train_planned_steps:max{{{JOB_A}}}": "1000x60",
+         f"job:train_current_step:max{{{JOB_A}}}": "400x60",
+         f"job:train_step_seconds:mean5m{{{JOB_A}}}": "2x60",
+         f"job:train_planned_steps:max{{{JOB_B}}}": "1000x60",
+         f"job:train_current_step:max{{{JOB_B}}}": "10x60",
+         f"job:train_step_seconds:mean5m{{{JOB_B}}}": "9x60"},
+        {f"{{{JOB_A}}}": 1200}),
+    "a restart is counted once although the new processes are new series": (
+        ("overview", "Restarts in range", "A"),
+        {f'train_run_id{{{JOB_A}, rank="0", instance="10.0.0.1:9400"}}': "0x20 _x40",
+         f'train_run_id{{{JOB_A}, rank="0", instance="10.0.1.1:9400"}}': "_x20 1x40",
+         f'train_run_id{{{JOB_A}, rank="1", instance="10.0.0.2:9400"}}': "0x20 _x40",
+         f'train_run_id{{{JOB_A}, rank="1", instance="10.0.1.2:9400"}}': "_x20 1x40"},
+        {f"{{{JOB_A}}}": 1}),
+    "the slowest-ranks table names each rank's node": (
+        ("overview", "Slowest 10 ranks now", "A"),
+        {**{f'job_rank:train_compute_seconds:ratio_to_median5m{{{JOB_A}, rank="{r}", stage="0"}}':
+            f"{v}x60" for r, v in enumerate((1.0, 1.02, 1.3, 0.98))},
+         **{f'train_world_size{{{JOB_A}, rank="{r}", node="gpu-node-00{r // 2}"}}': "4x60"
+            for r in range(4)},
+         f'job_rank:train_compute_seconds:ratio_to_median5m{{{JOB_B}, rank="0", stage="0"}}': "9x60"},
+        {f'{{{JOB_A}, rank="{r}", stage="0", node="gpu-node-00{r // 2}"}}': v
+         for r, v in enumerate((1.0, 1.02, 1.3, 0.98))}),
+    "the late arrival has the least time inside the all-reduce": (
+        ("dp", "Late arrivals: 10 ranks with the least time inside", "A"),
+        {**{f'nccl_collective_duration_seconds_sum{{{JOB_A}, rank="{r}", op="AllReduce", group="dp"}}':
+            counter(60 * (0.1 if r == 3 else 0.5)) for r in range(4)},
+         **{f'nccl_collective_duration_seconds_count{{{JOB_A}, rank="{r}", op="AllReduce", group="dp"}}':
+            counter(60) for r in range(4)}},
+        {f'{{{JOB_A}, rank="{r}"}}': 0.1 if r == 3 else 0.5 for r in range(4)}),
+    "arrival skew is the most minus the least time inside": (
+        ("dp", "Arrival skew vs transfer", "B"),
+        {**{f'nccl_collective_duration_seconds_sum{{{JOB_A}, rank="{r}", op="AllReduce", group="dp"}}':
+            counter(60 * (0.1 if r == 3 else 0.5)) for r in range(4)},
+         **{f'nccl_collective_duration_seconds_count{{{JOB_A}, rank="{r}", op="AllReduce", group="dp"}}':
+            counter(60) for r in range(4)}},
+        {f"{{{JOB_A}}}": 0.4}),
+    "SM-active spread is taken over the job's GPUs of each host only": (
+        ("tp", "SM-active spread within a host (top 10)", "A"),
+        {**{f'DCGM_FI_PROF_SM_ACTIVE{{UUID="GPU-{g}", gpu="{g}", Hostname="n1"}}': f"{v}x60"
+            for g, v in enumerate((1, 0, 1, 0))},
+         'DCGM_FI_PROF_SM_ACTIVE{UUID="GPU-9", gpu="4", Hostname="n1"}': "1x60",
+         **{f'train_rank_gpu_info{{{JOB_A}, rank="{g}", node="n1", UUID="GPU-{g}"}}': "1x60"
+            for g in range(4)},
+         f'train_rank_gpu_info{{{JOB_B}, rank="0", node="n1", UUID="GPU-9"}}': "1x60"},
+        {f'{{{JOB_A}, node="n1"}}': 0.5}),
+    "InfiniBand traffic counts the job's hosts only": (
+        ("dp", "InfiniBand transmit of the job's hosts", "A"),
+        {'node_infiniband_port_data_transmitted_bytes_total{instance="h1:9100", device="mlx5_0", port="1"}': counter(60000),
+         'node_infiniband_port_data_transmitted_bytes_total{instance="h1:9100", device="mlx5_1", port="1"}': counter(30000),
+         'node_infiniband_port_data_transmitted_bytes_total{instance="h2:9100", device="mlx5_0", port="1"}': counter(6000000),
+         'node_uname_info{instance="h1:9100", nodename="n1"}': "1x60",
+         'node_uname_info{instance="h2:9100", nodename="n2"}': "1x60",
+         f'train_rank_gpu_info{{{JOB_A}, rank="0", node="n1", UUID="GPU-0"}}': "1x60",
+         f'train_rank_gpu_info{{{JOB_B}, rank="0", node="n2", UUID="GPU-1"}}': "1x60"},
+        {"{}": 1500}),
+}
+
+
+def _query(key: str, title: str, ref: str) -> str:
+    cfg = config.Config(copy.deepcopy(config.DEFAULTS), "(defaults)")
+    for q in dashboards.panel_queries(cfg):
+        if q.uid == f"obsgen-{key}" and q.panel == title and q.ref == ref:
+            return q.promql("job-a", rate_interval="2m", range_="1h")
+    raise KeyError((key, title, ref))
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_panel_query_on_hand_made_series(case, tmp_path):
+    (key, title, ref), series, expected = CASES[case]
+    doc = {"rule_files": [], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": s, "values": v} for s, v in series.items()],
+        "promql_expr_test": [{
+            "expr": _query(key, title, ref), "eval_time": EVAL,
+            "exp_samples": [{"labels": labels, "value": value} for labels, value in expected.items()]}],
+    }]}
+    path = tmp_path / "panel.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    result = promtool.test_rules([path])
+    assert result.ok, result.output
