@@ -6,6 +6,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TOOLS  := promtool vmalert
+# Grafana's dashboard JSON schemas, beside the repository; renders validate against them.
+GRAFANA_SCHEMAS := $(abspath ../shared/schemas/grafana)
+ifneq ($(wildcard $(GRAFANA_SCHEMAS)/dashboard.jsonschema.json),)
+export OBSGEN_GRAFANA_SCHEMAS := $(GRAFANA_SCHEMAS)
+endif
 
 .DEFAULT_GOAL := help
 .PHONY: help render check test lint fuzz fixtures golden tools clean

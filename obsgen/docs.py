@@ -21,7 +21,7 @@ import jinja2
 
 from . import contract, familydoc
 from .config import Config, seconds
-from .model import Alert, Family
+from .model import Family
 from .promql import Ctx, identifiers
 from .render import MARKER
 

@@ -45,8 +45,15 @@ def check_rule_files(files: dict[str, str], cfg: Config) -> list[str]:
     return [f"promtool check rules failed on the rendered rules:\n{result.output.replace(tmp, 'rules')}"]
 
 
+def check_dashboards(files: dict[str, str], cfg: Config) -> list[str]:
+    """Dashboard lint, and Grafana's JSON schema when OBSGEN_GRAFANA_SCHEMAS is set."""
+    from .dashboards import validate as dashboard_checks
+    return dashboard_checks.check(files, cfg, families(cfg))
+
+
 VALIDATORS: tuple[Validator, ...] = (
     check_rule_files,
+    check_dashboards,
 )
 
 

@@ -1,7 +1,19 @@
 import os
 import shutil
+from pathlib import Path
 
 import pytest
+
+# Grafana's dashboard schemas live beside the repository (CI clones main with ../shared
+# next to it); every render in the tests validates dashboards against them.
+SCHEMAS = Path(__file__).resolve().parent.parent.parent / "shared" / "schemas" / "grafana"
+
+
+def pytest_configure(config):
+    if (SCHEMAS / "dashboard.jsonschema.json").exists():
+        os.environ.setdefault("OBSGEN_GRAFANA_SCHEMAS", str(SCHEMAS))
+    elif os.environ.get("CI") == "true" and not os.environ.get("OBSGEN_GRAFANA_SCHEMAS"):
+        raise pytest.UsageError(f"Grafana schemas not found at {SCHEMAS}: CI needs ../shared")
 
 # marker -> the Debian tool the marked tests run
 TOOLS = {"promtool": "promtool", "vmalert": "vmalert"}

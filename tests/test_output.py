@@ -2,7 +2,6 @@
 files byte-identical; parallel renders into one folder never interleave."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from obsgen import config, contract, pipeline, promtool, registry, targets
 from obsgen.cli import main
+from obsgen.dashboards import validate
 from obsgen.render import MARKER
 
 FUZZ = os.environ.get("OBSGEN_FUZZ") == "1"
@@ -98,7 +99,18 @@ def valid_configs(draw) -> dict:
     if draw(st.booleans()):
         cfg["rule_interval"] = draw(st.one_of(st.none(), duration(10, 300)))
     if draw(st.booleans()):
+        cfg["dashboards"] = draw(st.fixed_dictionaries({}, optional={
+            "format": st.sampled_from(["classic", "v2"]),
+            "uid_prefix": st.from_regex(r"[a-zA-Z0-9_-]{1,24}", fullmatch=True),
+            "tag": text.filter(bool), "time_range": duration(300, 86400 * 7),
+            "top_n": st.integers(1, 100), "heatmap_ranks": st.integers(1, 1000),
+            "trace_datasource_uid": st.one_of(st.none(), st.from_regex(r"[a-zA-Z0-9_-]{1,40}", fullmatch=True)),
+            "trace_datasource_type": st.sampled_from(["tempo", "jaeger"]),
+            "trace_service_name": text.filter(bool)}))
+    if draw(st.booleans()):
         cfg["families"] = draw(st.lists(st.sampled_from(FAMILIES), unique=True))
+        # Panels read every family's recorded series: a subset is only valid without them.
+        cfg.setdefault("dashboards", {})["enabled"] = False
     if draw(st.booleans()):
         cfg["format"] = draw(st.sampled_from(sorted(targets.TARGETS)))
     return cfg
@@ -143,6 +155,9 @@ def test_valid_configs_render(tmp_path_factory, data):
     path = _write(tmp, data)
     cfg = config.load(path, alert_names=NAMES)  # must not raise: the config is valid
     files = pipeline.render_all(cfg)
+    # Every dashboard passes the lint and Grafana's schema (the session sets the schemas).
+    assert os.environ.get(validate.ENV), "OBSGEN_GRAFANA_SCHEMAS is not set"
+    assert pipeline.check_dashboards(files, cfg) == []
     target = targets.TARGETS[cfg["format"]]
     rule_files = []
     for rel, text_ in files.items():

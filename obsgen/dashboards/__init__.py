@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from .. import contract, registry, render
+from .. import registry, render
 from ..config import Config
 from ..model import Family
 from ..passes import DefinitionError

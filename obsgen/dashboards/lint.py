@@ -2,7 +2,7 @@
 plus obsgen's own (every query filtered by the job, every metric known), in Python over
 the rendered JSON, classic or schema v2.
 
-PromQL is parsed with ``promql-parser`` (a test dependency) after Grafana's variables are
+PromQL is parsed with ``promql-parser`` after Grafana's variables are
 substituted the way the Go linter does: a range variable outside a string becomes a
 duration that cannot occur by accident, so ``[$__rate_interval]`` is recognisable after
 parsing; variables inside strings (label matchers) stay as written.
@@ -174,7 +174,7 @@ def _expand_code(code: str) -> str:
 
 
 def parse(expr: str):
-    import promql_parser  # a test dependency: the lint runs in the test suite
+    import promql_parser  # imported here: only the lint parses PromQL
 
     return promql_parser.parse(expand(expr))
 
