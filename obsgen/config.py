@@ -21,6 +21,8 @@ import yaml
 from . import contract
 
 DEFAULTS: dict[str, Any] = {
+    # Name presets of real exporters, applied in order (obsgen.presets): default, megatron-otel, dcgm.
+    "presets": ["default"],
     # Renames, contract key -> metric name in your Prometheus (e.g. after a relabel).
     "metrics": {},
     # Renames, contract label key -> label name in your Prometheus.
@@ -149,10 +151,28 @@ class Config:
         return self.data[key]
 
     def metric(self, key: str) -> str:
-        return self.data["metrics"].get(key, key)
+        return _effective(self.data, "metrics").get(key, key)
 
     def label(self, key: str) -> str:
-        return self.data["labels"].get(key, key)
+        return _effective(self.data, "labels").get(key, key)
+
+    def scale(self, key: str) -> float:
+        """Factor from the unit the source publishes a metric's sums in to the contract's."""
+        from .presets import PRESETS
+        factor = 1.0
+        for name in self.data.get("presets", ["default"]):
+            factor = PRESETS[name].scales.get(key, factor)
+        return factor
+
+
+def _effective(data: dict, section: str) -> dict[str, str]:
+    """Renames of the presets in order, then the config's own."""
+    from .presets import PRESETS
+    out: dict[str, str] = {}
+    for name in data.get("presets", ["default"]):
+        out.update(getattr(PRESETS[name], section))
+    out.update(data.get(section, {}))
+    return out
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -181,6 +201,8 @@ def schema(alert_names: list[str] | None = None) -> dict[str, Any]:
     props = doc["properties"]
     props["metrics"]["properties"] = {k: {"$ref": "#/$defs/metric_name"} for k in contract.METRICS}
     props["labels"]["properties"] = {k: {"$ref": "#/$defs/label_name"} for k in contract.LABELS}
+    from .presets import PRESETS
+    props["presets"]["items"] = {"enum": list(PRESETS)}
     if alert_names is not None:
         props["alerts"]["properties"] = {a: {"$ref": "#/$defs/alert_override"} for a in alert_names}
     return doc
@@ -223,6 +245,12 @@ def _reason(e: jsonschema.ValidationError) -> str:
     if v == "pattern":
         hint = e.schema.get("description", f"must match {e.validator_value}")
         return f"{hint}, got {got!r}"
+    if v == "minItems":
+        return f"must list at least {e.validator_value} item{'s' if e.validator_value != 1 else ''}, got {got!r}"
+    if v == "uniqueItems":
+        return f"must not list an item twice, got {got!r}"
+    if v == "minLength":
+        return f"must not be empty, got {got!r}"
     if v == "required":
         return e.message
     return e.message
@@ -246,10 +274,10 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
     out = []
     # Renames must keep names apart: two metrics (or labels) under one name would make the
     # rules read one signal as another. Scrape labels (job, instance) are not read by rules.
-    metrics = {k: data.get("metrics", {}).get(k, k) for k in contract.METRICS}
-    labels = {k: data.get("labels", {}).get(k, k) for k in contract.LABELS if k not in ("job", "instance")}
+    metrics = {k: _effective(data, "metrics").get(k, k) for k in contract.METRICS}
+    labels = {k: _effective(data, "labels").get(k, k) for k in contract.LABELS if k not in ("job", "instance")}
     for section, names in (("metrics", metrics), ("labels", labels)):
-        for key in data.get(section, {}):
+        for key in _effective(data, section):
             others = [k for k, v in names.items() if v == names[key] and k != key]
             if others:
                 out.append((f"{section}.{key}", f"{names[key]!r} is also the name of {section}.{others[0]}"))

@@ -183,6 +183,14 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
                  "help": recorded_by_name[name].help, "family": index.record_family[name],
                  "readers": list(dict.fromkeys(readers_of_record.get(name, [])))}
                 for name in index.records]
+    from .presets import PRESETS
+    files["docs/presets.md"] = env.get_template("presets.md.j2").render(
+        header=header_md("obsgen/presets.py"), presets=[
+            {"name": p.name, "source": p.source, "assumes": p.assumes, "covers": p.covers,
+             "scales": p.scales,
+             "renames": [(f"{k} (label)" if k in p.labels else k, v)
+                         for k, v in list(p.metrics.items()) + list(p.labels.items())]}
+            for p in PRESETS.values()])
     files["docs/metrics.md"] = env.get_template("metrics.md.j2").render(
         header=header_md("obsgen/contract.py"), metrics=metrics, recorded=recorded)
     return files

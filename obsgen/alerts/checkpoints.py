@@ -48,9 +48,9 @@ def build(c: Ctx) -> Family:
         """)),
         Record(c.rname(R.checkpoint_overhead), expr(f"""
             max {c.by(L.job_id)} (
-              sum {c.by(L.job_id, L.rank)} (rate({c.m(M.train_checkpoint_seconds_total)}[{window}]))
+              sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_checkpoint_seconds_total, '', window)})
               /
-              (sum {c.by(L.job_id, L.rank)} (rate({c.m(M.train_step_seconds, '_sum')}[{window}])) > 0)
+              (sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_step_seconds, '_sum', window)}) > 0)
             )
         """)),
         Alert(

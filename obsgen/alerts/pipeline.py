@@ -34,9 +34,9 @@ def build(c: Ctx) -> Family:
     rate = c.w("rate")
     rules = (
         Record(c.rname(R.stage_busy), expr(f"""
-            sum {c.by(*rank)} (rate({c.m(M.pipeline_stage_seconds, '_sum')}[{rate}]))
+            sum {c.by(*rank)} ({c.rate(M.pipeline_stage_seconds, '_sum', rate)})
             /
-            (sum {c.by(*rank)} (rate({c.m(M.train_step_seconds, '_sum')}[{rate}])) > 0)
+            (sum {c.by(*rank)} ({c.rate(M.train_step_seconds, '_sum', rate)}) > 0)
         """)),
         Record(c.rname(R.bubble), expr(f"""
             1 - avg {c.by(L.job_id, L.stage)} ({c.r(R.stage_busy)})

@@ -41,7 +41,7 @@ def build(c: Ctx) -> Family:
     job = c.tl(L.job_id)
     rules = (
         Record(c.rname(R.rank_steps), expr(f"""
-            sum {c.by(L.job_id, L.rank)} (increase({c.m(M.train_step_seconds, '_count')}[{progress}]))
+            sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_step_seconds, '_count', progress, fn='increase')})
         """)),
         Record(c.rname(R.ranks_progressing), expr(f"""
             count {c.by(L.job_id)} ({c.r(R.rank_steps)} > 0)
@@ -56,9 +56,9 @@ def build(c: Ctx) -> Family:
             max {c.by(L.job_id)} ({c.m(M.train_planned_steps)})
         """)),
         Record(c.rname(R.step_mean), expr(f"""
-            sum {c.by(L.job_id)} (rate({c.m(M.train_step_seconds, '_sum')}[{rate}]))
+            sum {c.by(L.job_id)} ({c.rate(M.train_step_seconds, '_sum', rate)})
             /
-            (sum {c.by(L.job_id)} (rate({c.m(M.train_step_seconds, '_count')}[{rate}])) > 0)
+            (sum {c.by(L.job_id)} ({c.rate(M.train_step_seconds, '_count', rate)}) > 0)
         """)),
         Alert(
             name="Train_RankFailed",

@@ -66,9 +66,9 @@ def build(c: Ctx) -> Family:
              "{{ with $labels.%s }}, node {{ . }}{{ end }})" % c.l(L.node))
     rules = (
         Record(c.rname(R.compute_mean), expr(f"""
-            sum {c.by(*rank)} (rate({c.m(M.train_compute_seconds, '_sum')}[{rate}]))
+            sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_sum', rate)})
             /
-            (sum {c.by(*rank)} (rate({c.m(M.train_compute_seconds, '_count')}[{rate}])) > 0)
+            (sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_count', rate)}) > 0)
         """)),
         Record(c.rname(R.compute_median), expr(f"""
             quantile {c.by(L.job_id, L.stage)} (0.5, {c.r(R.compute_mean)})

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..contract import L, M, Label, Metric, R, Recorded
-from ..promql import Ctx, quote
+from ..promql import number, Ctx, quote
 
 RATE = "$__rate_interval"  # Grafana's rate window: at least 4 scrape intervals
 RANGE = "$__range"  # the dashboard's time range
@@ -87,7 +87,11 @@ class Q:
 
     # expressions ---------------------------------------------------------------------
     def rate(self, metric: Metric, suffix: str = "", **sel) -> str:
-        return f"rate({self.m(metric, suffix, **sel)}[{RATE}])"
+        """rate() over $__rate_interval; a ``_sum`` a preset publishes in another unit is
+        scaled to the contract's, as the rules do (promql.Ctx.rate)."""
+        expr = f"rate({self.m(metric, suffix, **sel)}[{RATE}])"
+        scale = self.c.cfg.scale(metric.key) if suffix == "_sum" else 1.0
+        return expr if scale == 1.0 else f"({expr} * {number(scale)})"
 
     def mean(self, metric: Metric, by: tuple[Label, ...], **sel) -> str:
         """Mean of a histogram per observation over the rate window: _sum / _count,
