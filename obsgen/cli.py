@@ -77,6 +77,33 @@ def cmd_test(args) -> int:
     return 0 if test.ok else 1
 
 
+def cmd_plan(args) -> int:
+    from .plan import Shape, report
+    shape = Shape(ranks=args.ranks, pp=args.pp, tp=args.tp, ep=args.ep, experts=args.experts,
+                  gpus_per_host=args.gpus_per_host, hcas_per_host=args.hcas_per_host,
+                  all_ranks_report_loss=args.all_ranks_report_loss)
+    print(report(shape, _load(args)["windows"]), end="")
+    return 0
+
+
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    def positive(text: str) -> int:
+        value = int(text)
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+        return value
+    p.add_argument("--config", help="config file (default: obsgen.yaml if present)")
+    p.add_argument("--ranks", type=positive, required=True, help="ranks (GPUs) of the job")
+    p.add_argument("--pp", type=positive, default=1, help="pipeline-parallel size")
+    p.add_argument("--tp", type=positive, default=1, help="tensor-parallel size")
+    p.add_argument("--ep", type=positive, default=1, help="expert-parallel size")
+    p.add_argument("--experts", type=int, default=0, help="MoE experts in total (0: dense)")
+    p.add_argument("--gpus-per-host", type=positive, default=8)
+    p.add_argument("--hcas-per-host", type=positive, default=8)
+    p.add_argument("--all-ranks-report-loss", action="store_true",
+                   help="every rank exports grad norm and loss (default: one rank)")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="config file (default: obsgen.yaml if present)")
     p.add_argument("--out", default=".", help="output root holding rules/ (default: .)")
@@ -94,6 +121,7 @@ COMMANDS = {
     "render": ("render every generated file into --out", _common, cmd_render),
     "check": ("fail when generated files under --out are stale", _common, cmd_check),
     "test": ("promtool check and test the rendered rules", _test_args, cmd_test),
+    "plan": ("series a job of N ranks creates, to size Prometheus", _plan_args, cmd_plan),
 }
 
 

@@ -1,0 +1,116 @@
+"""``obsgen plan``: the series a job of N ranks will create, per metric and in total, so a
+platform team can size Prometheus before the run.
+
+Each contract metric's scope follows from its labels: with ``rank`` it is per rank, with
+a GPU ``UUID`` (and no rank) per GPU, with an HCA ``device`` or ``nodename`` per host;
+``ALERTS`` is left out. Labels beyond the scope fan out by the job's shape (pipeline
+phases, collectives per parallel group, local experts); a histogram is 15 default
+buckets + _sum + _count = 17 series per label set. Recorded series count per rank, per
+stage or per job from their labels.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import config, contract
+from .contract import HISTOGRAM, L, M
+
+SERIES_PER_HISTOGRAM = len(contract.DEFAULT_BUCKETS) + 2
+BYTES_PER_SERIES = 4096  # rough Prometheus head cost of an active series (memory)
+
+
+@dataclass(frozen=True)
+class Shape:
+    ranks: int
+    pp: int = 1
+    tp: int = 1
+    ep: int = 1
+    experts: int = 0  # MoE experts in total (0: dense model)
+    gpus_per_host: int = 8
+    hcas_per_host: int = 8
+    all_ranks_report_loss: bool = False  # grad norm and loss from every rank, or one
+
+    @property
+    def hosts(self) -> int:
+        return math.ceil(self.ranks / self.gpus_per_host)
+
+    def collectives(self) -> int:
+        """(op, group) pairs a rank takes part in: DP all-reduce; TP all-reduce, all-gather,
+        reduce-scatter; PP send and recv; EP all-to-all."""
+        return 1 + 3 * (self.tp > 1) + 2 * (self.pp > 1) + (self.ep > 1)
+
+
+@dataclass(frozen=True)
+class Line:
+    name: str
+    type: str
+    scope: str  # rank, gpu, host, job, stage
+    per_unit: int  # series per rank (or gpu, host, job, stage)
+    total: int
+
+
+def _fan_out(m: contract.Metric, s: Shape) -> int:
+    if m is M.pipeline_stage_seconds and s.pp == 1:
+        return 0  # a job without pipeline parallelism has no stage timings
+    if m is M.moe_expert_tokens_total:
+        return s.experts // s.ep if s.experts else 0
+    n = 1
+    if L.phase.key in m.labels:
+        n *= 2
+    if L.group.key in m.labels:
+        n *= s.collectives()
+    if L.device.key in m.labels:
+        n *= s.hcas_per_host
+    return n
+
+
+def _scope(m: contract.Metric) -> str | None:
+    if m is M.ALERTS:
+        return None
+    if L.rank.key in m.labels:
+        return "rank"
+    if L.UUID.key in m.labels:
+        return "gpu"
+    return "host"
+
+
+def plan(s: Shape, windows: dict[str, str] | None = None) -> list[Line]:
+    units = {"rank": s.ranks, "gpu": s.ranks, "host": s.hosts, "job": 1, "stage": s.pp}
+    lines = []
+    for m in contract.METRICS.values():
+        scope = _scope(m)
+        if scope is None:
+            continue
+        per = _fan_out(m, s) * (SERIES_PER_HISTOGRAM if m.type == HISTOGRAM else 1)
+        if m in (M.train_grad_norm, M.train_loss) and not s.all_ranks_report_loss:
+            lines.append(Line(m.key, m.type, "job", per, per))
+            continue
+        lines.append(Line(m.key, m.type, scope, per, per * units[scope]))
+    for r in contract.RECORDED.values():
+        scope = "rank" if L.rank.key in r.labels else "stage" if L.stage.key in r.labels else "job"
+        name = r.name.format(**(windows or config.DEFAULTS["windows"]))
+        lines.append(Line(name, "recorded", scope, 1, units[scope]))
+    return lines
+
+
+def report(s: Shape, windows: dict[str, str] | None = None) -> str:
+    lines = plan(s, windows)
+    width = max(len(l.name) for l in lines)
+    out = [f"obsgen plan: {s.ranks:,} ranks (pp={s.pp}, tp={s.tp}, ep={s.ep}, experts={s.experts}), "
+           f"{s.hosts:,} hosts of {s.gpus_per_host} GPUs and {s.hcas_per_host} HCAs",
+           f"{'series':<{width}}  {'type':<9}  {'per':<5}  {'each':>5}  {'total':>12}"]
+    for l in lines:
+        if l.total:
+            out.append(f"{l.name:<{width}}  {l.type:<9}  {l.scope:<5}  {l.per_unit:>5}  {l.total:>12,}")
+    per_rank = sum(l.per_unit for l in lines if l.scope == "rank" and l.type != "recorded")
+    scraped = sum(l.total for l in lines if l.type != "recorded")
+    recorded = sum(l.total for l in lines if l.type == "recorded")
+    total = scraped + recorded
+    out += ["",
+            f"per rank from the training process: {per_rank}",
+            f"scraped series: {scraped:,}   recorded series: {recorded:,}   total: {total:,}",
+            f"Prometheus head memory, at ~{BYTES_PER_SERIES // 1024} KiB per series: "
+            f"~{total * BYTES_PER_SERIES / 2**30:.1f} GiB (plus churn on restarts: every restart "
+            "creates new series for the new instances until the old ones leave the head)"]
+    return "\n".join(out) + "\n"
