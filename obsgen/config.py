@@ -223,20 +223,17 @@ def _path(error: jsonschema.ValidationError) -> str:
     return ".".join(parts) if parts else "(top level)"
 
 
+_BOUNDS = {"exclusiveMinimum": ">", "minimum": ">=", "exclusiveMaximum": "<", "maximum": "<="}
+
+
 def _reason(e: jsonschema.ValidationError) -> str:
     v, got = e.validator, e.instance
     if v == "additionalProperties":
         extra = sorted(set(got) - set(e.schema.get("properties", {})))
         known = ", ".join(sorted(e.schema.get("properties", {}))) or "none"
         return f"unknown key {extra[0]!r} (known: {known})" if extra else e.message
-    if v == "exclusiveMinimum":
-        return f"must be > {e.validator_value}, got {got!r}"
-    if v == "minimum":
-        return f"must be >= {e.validator_value}, got {got!r}"
-    if v == "exclusiveMaximum":
-        return f"must be < {e.validator_value}, got {got!r}"
-    if v == "maximum":
-        return f"must be <= {e.validator_value}, got {got!r}"
+    if v in _BOUNDS:
+        return f"must be {_BOUNDS[v]} {e.validator_value}, got {got!r}"
     if v == "type":
         want = e.validator_value if isinstance(e.validator_value, str) else " or ".join(e.validator_value)
         return f"must be of type {want}, got {type(got).__name__} {got!r}"
