@@ -11,7 +11,6 @@ evaluated by one ruler never collide.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 
@@ -19,12 +18,26 @@ from . import contract
 from .config import Config
 
 
-def quote(value: str) -> str:
-    """A PromQL double-quoted string literal that means exactly ``value``.
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
-    Backslash, double quote and control characters are escaped the way Go's strconv
-    (which both Prometheus and MetricsQL use) reads them back."""
-    return json.dumps(value, ensure_ascii=False)
+
+def quote(value: str) -> str:
+    """A double-quoted string literal that means exactly ``value`` in PromQL, MetricsQL and
+    Go templates (all read Go's escapes).
+
+    Quote, backslash and every non-printable character are escaped; the latter as
+    ``\\uXXXX``, so no raw NEL or line separator reaches a YAML file, where a YAML 1.1
+    parser such as promtool's would read it as a line break inside the expression."""
+    out = []
+    for ch in value:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif not ch.isprintable():
+            cp = ord(ch)
+            out.append(f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def template_literal(value: str) -> str:
@@ -33,7 +46,7 @@ def template_literal(value: str) -> str:
     plain text already; others become one template action printing a string literal."""
     if "{{" not in value:
         return value
-    return "{{ " + json.dumps(value, ensure_ascii=False) + " }}"
+    return "{{ " + quote(value) + " }}"
 
 
 # RE2 (Prometheus, MetricsQL) lacks these Python regex features.
@@ -114,6 +127,14 @@ class Ctx:
     def labels(self, *labels: contract.Label) -> str:
         names = list(self.carry) + [self.l(k) for k in labels]
         return ", ".join(dict.fromkeys(names))
+
+    def join(self, on: tuple[contract.Label, ...], include: tuple[contract.Label, ...] = ()) -> str:
+        """``on (...) group_left (...)``: a many-to-one join that copies ``include`` from the
+        one side. A label already matched on (the extra selector's, or a renamed one that
+        coincides with it) is not copied again, which PromQL would refuse."""
+        matched = self.labels(*on)
+        names = [n for n in dict.fromkeys(self.l(k) for k in include) if n not in matched.split(", ")]
+        return f"on ({matched}) group_left ({', '.join(names)})"
 
     def by(self, *labels: contract.Label) -> str:
         return f"by ({self.labels(*labels)})"

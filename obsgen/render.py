@@ -27,7 +27,12 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _str(dumper: yaml.SafeDumper, value: str):
-    style = "|" if "\n" in value else None
+    if any(ch in value for ch in "\x85\u2028\u2029"):
+        # YAML 1.1 parsers read these as line breaks, YAML 1.2 ones (Prometheus) as text:
+        # write them escaped (double-quoted style) so every parser reads the same value.
+        style = '"'
+    else:
+        style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 

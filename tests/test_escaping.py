@@ -21,6 +21,9 @@ NASTY = {
     "braces": "{cluster=~\".*\"}",
     "template syntax": "{{ $value }}",
     "all of them with unicode": 'é "q" \\ {x}\n{{ .Labels }} ✓',
+    # YAML 1.1 parsers (promtool's) read NEL and the Unicode separators as line breaks
+    "a next-line character (U+0085)": "a\x85b",
+    "line and paragraph separators": "a\u2028b\u2029c",
 }
 
 
@@ -48,7 +51,7 @@ def run_promtool(tmp_path: Path, cfg: config.Config, series: list[dict], expecte
         "interval": "30s", "input_series": series,
         "alert_rule_test": [{"eval_time": "2m", "alertname": "Train_GradientNonFinite", "exp_alerts": exp}]}]}
     test = tmp_path / "test.yaml"
-    test.write_text(yaml.safe_dump(doc, allow_unicode=True))
+    test.write_text(yaml.safe_dump(doc))  # escaped: a raw NEL in YAML is a line break
     return promtool.test_rules([test])
 
 
@@ -61,7 +64,7 @@ def nan_series(**labels: str) -> dict:
 @pytest.mark.parametrize("case", NASTY, ids=list(NASTY))
 def test_a_selector_value_matches_exactly_that_value(case, tmp_path):
     value = NASTY[case]
-    cfg = cfg_with(tmp_path, yaml.safe_dump({"selector": {"cluster": value}}, allow_unicode=True))
+    cfg = cfg_with(tmp_path, yaml.safe_dump({"selector": {"cluster": value}}))
     series = [nan_series(cluster=value, job_id="j1", rank="7"),
               nan_series(cluster=value[:-1], job_id="j2", rank="7"),  # a near miss: no alert
               nan_series(cluster=value + " ", job_id="j3", rank="7")]
@@ -86,7 +89,7 @@ def test_a_regex_selector_is_anchored_and_exact(tmp_path):
 def test_config_label_values_reach_the_alert_unchanged(case, tmp_path):
     value = NASTY[case]
     cfg = cfg_with(tmp_path, yaml.safe_dump({"common_labels": {"note": value},
-                                             "teams": {"workload": value}}, allow_unicode=True))
+                                             "teams": {"workload": value}}))
     result = run_promtool(tmp_path, cfg, [nan_series(job_id="j1", rank="0")],
                           [{"job_id": "j1", "signal": "grad_norm", "note": value}])
     assert result.ok, result.output
@@ -142,3 +145,12 @@ def test_refused_with_one_line_naming_the_field_and_nothing_written(case, tmp_pa
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(line), err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.promtool
+def test_a_selector_label_named_like_a_renamed_contract_label(tmp_path):
+    """The extra selector's label is matched on in every join; a contract label renamed to
+    the same name must not be copied by group_left as well (PromQL refuses that)."""
+    cfg = cfg_with(tmp_path, "labels: {job_id: run}\nselector: {run: r1}\n")
+    files = pipeline.render_all(cfg)
+    pipeline.validate(files, cfg)  # promtool on the rules, lint (and schema) on the dashboards

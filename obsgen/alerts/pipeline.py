@@ -57,7 +57,7 @@ def build(c: Ctx) -> Family:
             expr=expr(f"""
                 100 * (
                   {c.r(R.bubble)}
-                  > {c.on(L.job_id)} group_left ()
+                  > {c.join((L.job_id,))}
                   {c.t('bubble_excess_factor')} * {c.r(R.bubble_theoretical)}
                 )
                 and {c.on(L.job_id)}

@@ -75,7 +75,7 @@ def build(c: Ctx) -> Family:
         """)),
         Record(c.rname(R.compute_ratio), expr(f"""
             {c.r(R.compute_mean)}
-            / {c.on(L.job_id, L.stage)} group_left ()
+            / {c.join((L.job_id, L.stage))}
             ({c.r(R.compute_median)} > 0)
         """)),
         Record(c.rname(R.straggler_flag), expr(f"""
@@ -96,7 +96,7 @@ def build(c: Ctx) -> Family:
                   and
                   avg_over_time({c.r(R.straggler_flag)}[{persist}]) > {fraction}
                 )
-                * {c.on(L.job_id, L.rank)} group_left ({c.l(L.node)})
+                * {c.join((L.job_id, L.rank), (L.node,))}
                 {_current_node(c)}
             """),
             for_="0s",

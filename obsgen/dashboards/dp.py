@@ -62,7 +62,7 @@ def build(env) -> View:
         Panel(TIMESERIES, "Bytes per step per parallel group", "Collective bytes per training "
               "step, by group: compare with the model (ring all-reduce of P bytes of "
               "gradients moves 2P(n-1)/n per rank). Healthy: flat.", u.BytesIEC,
-              (Query(f"{bytes_rate}\n/ {q.on(*job)} group_left ()\n({steps} > 0)",
+              (Query(f"{bytes_rate}\n/ {q.join(job)}\n({steps} > 0)",
                      "{{%s}}" % q.c.l(L.group)),), min=0),
         Panel(TIMESERIES, "InfiniBand transmit of the job's hosts", "Busiest, median and "
               "least busy host (node_exporter, all ports). Healthy during all-reduce: near "

@@ -37,7 +37,7 @@ def build(env) -> View:
         Panel(TIMESERIES, "FSDP communication per step", "Time per step the mean rank spends "
               "in all-gathers and reduce-scatters. Healthy: flat and mostly overlapped "
               "(below).", u.Seconds,
-              (Query(f"{per_op}\n/ {q.on(*job)} group_left ()\n({steps} > 0)", op),), min=0),
+              (Query(f"{per_op}\n/ {q.join(job)}\n({steps} > 0)", op),), min=0),
         Panel(TIMESERIES, "Time inside FSDP collectives across ranks", "Slowest, median and "
               "fastest rank's mean time per FSDP collective. Healthy: close together.",
               u.Seconds, tuple(Query(e, f"{n} rank") for n, e in q.spread(gathers)), min=0),

@@ -39,7 +39,7 @@ def build(env) -> View:
 
     def gpu_increase(metric, window=RATE):
         return (f"sum {q.by(*job)} (\n  increase({q.m(metric)}[{window}])\n"
-                f"  * {q.on(L.UUID)} group_left ({q.names(L.job_id, L.rank, L.node)})\n"
+                f"  * {q.join((L.UUID,), (L.job_id, L.rank, L.node))}\n"
                 f"  {q.m(M.train_rank_gpu_info)}\n)")
 
     def stat(title, desc, unit, queries, steps=(), width=4, **kw):
@@ -135,8 +135,8 @@ def build(env) -> View:
         Panel(TABLE, f"Slowest {top_n} ranks now", "Ranks with the highest compute time / "
               f"stage median, with their node. Healthy: all below {number(ratio_limit)}.",
               u.NoUnit,
-              (Query(f"topk({top_n}, {ratio})\n* {q.on(L.job_id, L.rank)} group_left "
-                     f"({q.names(L.node)})\n({current_node})", instant=True, table=True),),
+              (Query(f"topk({top_n}, {ratio})\n* {q.join((L.job_id, L.rank), (L.node,))}\n({current_node})",
+                     instant=True, table=True),),
               width=8, height=10, decimals=3,
               steps=(Step(None, GREEN), Step(ratio_limit, ORANGE)),
               columns=((q.rank, "rank"), (q.stage, "stage"), (q.c.l(L.node), "node"),
@@ -151,7 +151,7 @@ def build(env) -> View:
               (Query(gpu_increase(M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL), "uncorrectable ECC"),
                Query(gpu_increase(M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL), "corrected ECC"),
                Query(f"count {q.by(*job)} (\n  (changes({q.m(M.DCGM_FI_DEV_XID_ERRORS)}[{RATE}]) > 0)\n"
-                     f"  * {q.on(L.UUID)} group_left ({q.names(L.job_id, L.rank, L.node)})\n"
+                     f"  * {q.join((L.UUID,), (L.job_id, L.rank, L.node))}\n"
                      f"  {q.m(M.train_rank_gpu_info)}\n)", "GPUs with a new XID")), min=0),
         Panel(TIMESERIES, "Fabric recoveries", "NCCL link recoveries and NVLink recovery "
               "errors per interval in the job. Healthy: zero; a trend up means the fabric "

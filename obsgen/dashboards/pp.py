@@ -54,7 +54,7 @@ def build(env) -> View:
         Panel(TIMESERIES, "Pipeline send/recv per step", "Time per step the mean rank spends "
               "in pipeline point-to-point transfers, by operation. Healthy: flat and small.",
               u.Seconds,
-              (Query(f"{p2p}\n/ {q.on(*job)} group_left ()\n({steps} > 0)",
+              (Query(f"{p2p}\n/ {q.join(job)}\n({steps} > 0)",
                      "{{%s}}" % q.c.l(L.op)),), min=0),
     ))
     return View(KEY, "PP", "Pipeline parallel: forward/backward time per stage, observed vs "

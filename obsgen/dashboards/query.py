@@ -81,6 +81,9 @@ class Q:
     def on(self, *labels: Label) -> str:
         return self.c.on(*labels)
 
+    def join(self, on: tuple[Label, ...], include: tuple[Label, ...] = ()) -> str:
+        return self.c.join(on, include)
+
     def names(self, *labels: Label) -> str:
         """Configured label names, comma separated (for group_left / group_right)."""
         return ", ".join(self.c.l(label) for label in labels)
@@ -110,8 +113,7 @@ class Q:
         only (selected ranks), labelled with the job_id, rank and node of the rank that
         runs on each GPU."""
         info = self.m(M.train_rank_gpu_info, rank=rank)
-        return (f"({expr}\n * {self.on(L.UUID)} group_left "
-                f"({self.names(L.job_id, L.rank, L.node)})\n {info})")
+        return f"({expr}\n * {self.join((L.UUID,), (L.job_id, L.rank, L.node))}\n {info})"
 
     def job_hosts(self, *, rank: bool = True) -> str:
         """1 per host that runs ranks of the job (selected ranks), labelled with
@@ -126,7 +128,7 @@ class Q:
         the hosts of the job only."""
         uname = self.m(M.node_uname_info)
         return (f"sum {self.by(L.nodename)} (\n  {self.rate(metric)}\n"
-                f"  * {self.on(L.instance)} group_left ({self.names(L.nodename)}) {uname}\n)\n"
+                f"  * {self.join((L.instance,), (L.nodename,))} {uname}\n)\n"
                 f"and {self.on(L.nodename)}\n{self.job_hosts()}")
 
     def spread(self, expr: str, by: tuple[Label, ...] = (L.job_id,)) -> tuple[tuple[str, str], ...]:

@@ -49,7 +49,7 @@ def build(env) -> View:
         Panel(TIMESERIES, "TP communication per step", "Time per step the mean rank spends "
               "in TP collectives, by operation. Healthy: flat and a small share of the step.",
               u.Seconds,
-              (Query(f"{tp_time}\n/ {q.on(*job)} group_left ()\n({steps} > 0)",
+              (Query(f"{tp_time}\n/ {q.join(job)}\n({steps} > 0)",
                      "{{%s}}" % q.c.l(L.op)),), min=0),
         Panel(TIMESERIES, "Time inside TP collectives across ranks", "Mean time per TP "
               "collective of the slowest, median and fastest rank. Healthy: close together; "
