@@ -12,7 +12,7 @@ from grafana_foundation_sdk.models import units as u
 
 from ..contract import L, M, R
 from ..promql import number, quote
-from .model import TIMESERIES, Panel, Query, Row, Step, View
+from .model import RANK, TIMESERIES, Panel, Query, Row, Step, View
 from .query import RATE
 
 KEY = "hardware"
@@ -54,7 +54,7 @@ def build(env) -> View:
                      "line rate")), width=24, min=0),
         Panel(TIMESERIES, "NCCL link recoveries per rank", "Link failures NCCL recovered from "
               "per interval, by rank. Healthy: none; a trend up means the fabric degrades.",
-              u.Short, (Query(f"sum {q.by(L.job_id, L.rank)} (increase({q.m(M.nccl_link_recovery_total)}"
+              u.Short, (Query(f"sum {q.by(L.job_id, L.rank)} (increase({q.m(M.nccl_link_recovery_total, rank=True)}"
                               f"[{RATE}])) > 0", "rank {{%s}}" % q.rank),), min=0),
         Panel(TIMESERIES, "NVLink errors per host", "NVLink CRC and recovery errors per "
               "interval on the GPUs of each host of the job (dcgm-exporter). Healthy: zero.",
@@ -100,4 +100,4 @@ def build(env) -> View:
     return View(KEY, "Hardware", "Fabric and GPUs of one job: InfiniBand per host during "
                 "all-reduce against line rate, NCCL link recoveries, NVLink errors, ECC, XID, "
                 "temperature, clock reasons and power.", __name__.replace(".", "/") + ".py",
-                (fabric, health))
+                (fabric, health), variables=(RANK,))
