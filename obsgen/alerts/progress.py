@@ -63,10 +63,21 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.step_baseline), expr(f"""
             quantile_over_time(0.5, {c.r(R.step_mean)}[{baseline}])
         """)),
+        # From the scraped series, not the ranks family's records: this group may be
+        # evaluated before or after that one, and the ETA should not depend on the order.
         Record(c.rname(R.eta), expr(f"""
-            clamp_min({c.r(R.planned_steps)} - {on} {c.r(R.current_step)}, 0)
+            clamp_min(
+              max {c.by(L.job_id)} ({c.m(M.train_planned_steps)})
+              - {on}
+              max {c.by(L.job_id)} ({c.m(M.train_current_step)}),
+              0
+            )
             * {on}
-            {c.r(R.step_mean)}
+            (
+              sum {c.by(L.job_id)} ({c.rate(M.train_step_seconds, '_sum', c.w('rate'))})
+              /
+              (sum {c.by(L.job_id)} ({c.rate(M.train_step_seconds, '_count', c.w('rate'))}) > 0)
+            )
         """)),
         Alert(
             name="Train_StepTime_Regression",
@@ -84,7 +95,7 @@ def build(c: Ctx) -> Family:
             summary=f"Steps of job {job} got slower than its baseline",
             description=(
                 f"The mean step time of job {job} is "
-                '{{ printf "%.2f" $value }}x its median over the last '
+                '{{ printf "%.1f" $value }}x its median over the last '
                 f"{baseline} (limit {ratio}x), outside warm-up: the run takes that much longer "
                 "to finish."),
         ),

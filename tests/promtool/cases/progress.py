@@ -8,9 +8,9 @@ from obsgen.synth_hw import Fleet
 from ..support import At, Case, Fired, Never
 from ._hw import MIN, scrapes, series, step_baseline, step_mean
 
-# This family's group is evaluated before the ranks group it reads (rule files in that
-# order), so it reads the ranks' recorded series as of the previous evaluation, as a
-# Prometheus evaluating the groups independently would.
+# The step-time alert reads the ranks family's records, evaluated in another group before
+# or after this one (promtool, like Prometheus, does not order groups): read them as of the
+# previous evaluation; the alert prints the ratio to one decimal, which either order gives.
 LAG = 30
 
 SR, ETA = "Train_StepTime_Regression", "Train_ETA_Slip"
@@ -30,7 +30,7 @@ def regression(f: Fleet, minute: float) -> Fired:
 
 def slip(f: Fleet, minute: float, job_id: str) -> Fired:
     scr = scrapes(f, minute)
-    t, read = minute * MIN, minute * MIN - LAG
+    t = read = minute * MIN  # the ETA reads the scraped series in its own group
     current = max(v for _, v in series(scr, read, M.train_current_step.key, **{L.job_id.key: job_id}))
     planned = max(v for _, v in series(scr, read, M.train_planned_steps.key, **{L.job_id.key: job_id}))
     remaining = (planned - current) * step_mean(scr, read, job_id)
