@@ -7,7 +7,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TOOLS  := promtool vmalert
 # Grafana's dashboard JSON schemas, beside the repository; renders validate against them.
-GRAFANA_SCHEMAS := $(abspath ../shared/schemas/grafana)
+# (A git worktree sits one level deeper: look beside its parent too.)
+GRAFANA_SCHEMAS := $(firstword $(wildcard $(abspath ../shared/schemas/grafana) $(abspath ../../shared/schemas/grafana)))
 ifneq ($(wildcard $(GRAFANA_SCHEMAS)/dashboard.jsonschema.json),)
 export OBSGEN_GRAFANA_SCHEMAS := $(GRAFANA_SCHEMAS)
 endif

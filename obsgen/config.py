@@ -47,6 +47,20 @@ DEFAULTS: dict[str, Any] = {
         "checkpoint_max_age": "30m",
         # Checkpoint seconds per training second above this share is too much overhead.
         "checkpoint_overhead_ratio": 0.05,
+        # Standard deviation of SM-active across the job's GPUs of one host above which TP is imbalanced.
+        "tp_sm_active_stddev": 0.05,
+        # XID codes that mean uncorrectable GPU memory errors (48 DBE, 64 row-remap failure, 94/95 contained/uncontained ECC).
+        "gpu_ecc_xids": [48, 64, 94, 95],
+        # NCCL link recoveries of one job within windows.link_recovery that mean its fabric degrades.
+        "nccl_link_recoveries": 2,
+        # A host of the job sending less than this share of the job's median InfiniBand rate during all-reduce is asymmetric.
+        "ib_asymmetry_ratio": 0.7,
+        # Mean step time above this many times the job's own baseline is a regression.
+        "step_regression_ratio": 1.2,
+        # Restarts within windows.restart_loop, with no checkpoint completed, that make a restart loop.
+        "restart_loop_restarts": 3,
+        # Checkpoint write throughput (bytes per second spent writing) below which storage is slow.
+        "checkpoint_write_bytes_per_second": 1.0e9,
     },
     "windows": {
         # Rate window for per-rank means; at least 4 scrape intervals.
@@ -63,6 +77,18 @@ DEFAULTS: dict[str, Any] = {
         "memory": "1h",
         # Window over which checkpoint overhead is averaged.
         "checkpoint_overhead": "1h",
+        # How long an uncorrectable ECC error or ECC XID keeps Train_GPU_ECC firing.
+        "gpu_errors": "1h",
+        # Window in which NCCL link recoveries of a job are counted.
+        "link_recovery": "1h",
+        # Window of the step-time baseline (median of the job's mean step time).
+        "step_baseline": "6h",
+        # Step-time and ETA alerts stay quiet this long after a job starts or restarts (warm-up).
+        "restart_quiet": "30m",
+        # Window in which restarts without a new checkpoint make a restart loop.
+        "restart_loop": "1h",
+        # Window over which checkpoint write throughput is measured (must hold a checkpoint).
+        "checkpoint_throughput": "1h",
     },
     # Team label value for each role; alerts route by role (platform: hardware, placement,
     # storage; workload: data, model, code).
@@ -109,8 +135,8 @@ DEFAULTS: dict[str, Any] = {
         "top_n": 10,
         # Ranks in the straggler heatmap: the ones with the highest score in the time range.
         "heatmap_ranks": 64,
-        # Standard deviation of SM-active across the GPUs of a node above which TP is imbalanced.
-        "tp_sm_active_stddev": 0.05,
+        # Window of the mean time between failures behind the optimal checkpoint interval panel.
+        "mtbf_window": "7d",
         # Expert load imbalance (busiest expert's tokens / mean tokens) above which EP is imbalanced.
         "expert_imbalance": 1.5,
         # Trace links on every panel: uid of a Tempo or Jaeger data source in Grafana; null for none.

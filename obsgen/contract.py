@@ -27,6 +27,10 @@ DCGM = ("NVIDIA dcgm-exporter, one endpoint per GPU host; enable the field in it
         "CSV where the default CSV has it commented out")
 DCGM_PROF = DCGM + " (a DCP profiling field: datacenter GPUs only)"
 NODE_EXPORTER = "Prometheus node_exporter on every host (infiniband and uname collectors)"
+KSM = ("kube-state-metrics (Kubernetes only), with the pod label that holds the job id "
+       "allowlisted: --metric-labels-allowlist=pods=[<label>]")
+INSTRUMENT_RESTART = ("obsgen.instrument, rank 0 of the new processes after a restart, once its "
+                      "first step completes (not emitted before the first restart)")
 RULER = "Prometheus (or the ruler that evaluates obsgen's rules), for every pending or firing alert"
 
 
@@ -64,6 +68,20 @@ LABELS: dict[str, Label] = {
         Label("nodename", "host name, as node_exporter's node_uname_info publishes it"),
         Label("device", "InfiniBand HCA, e.g. mlx5_0, as node_exporter publishes it"),
         Label("port", "InfiniBand port of the HCA, as node_exporter publishes it"),
+        Label("pod", "Kubernetes pod: on dcgm-exporter series the pod the GPU is allocated to "
+                     "(its kubelet pod-resources mapping), on kube-state-metrics series the pod "
+                     "described. Behind a ServiceMonitor without honorLabels: true, Prometheus "
+                     "renames dcgm-exporter's to exported_pod: rename it here"),
+        Label("namespace", "Kubernetes namespace of that pod (exported_namespace behind a "
+                           "ServiceMonitor without honorLabels: true)"),
+        Label("container", "Kubernetes container the GPU is allocated to, as dcgm-exporter "
+                           "publishes it"),
+        Label("uid", "Kubernetes pod UID, as kube-state-metrics publishes it"),
+        Label("label_job_id", "the pod label that holds the training job's id, as "
+                              "kube-state-metrics publishes it (label_ + the label key with "
+                              "every character outside [a-zA-Z0-9_] turned into _, e.g. "
+                              "label_training_kubeflow_org_job_name); its value must equal the "
+                              "ranks' job_id"),
         Label("alertname", "name of an alert, on the ALERTS series"),
         Label("alertstate", "pending or firing, on the ALERTS series"),
         Label("job", "scrape job, added by Prometheus"),
@@ -76,6 +94,7 @@ LABELS: dict[str, Label] = {
 }
 
 _JRS = ("job_id", "rank", "stage")
+_DCGM = ("UUID", "gpu", "Hostname", "pod", "namespace", "container")
 
 METRICS: dict[str, Metric] = {
     m.key: m
@@ -103,13 +122,26 @@ METRICS: dict[str, Metric] = {
         Metric("train_planned_steps", GAUGE, ("job_id", "rank"), "steps",
                "steps the run is planned to train for"),
         Metric("train_checkpoint_timestamp_seconds", GAUGE, ("job_id", "rank"), "unix seconds",
-               "time of the last successful checkpoint, or the job's start before the first"),
+               "time of the last successful checkpoint, or the job's start before the first; "
+               "after a restart, the time of the checkpoint the job resumed from (not the new "
+               "processes' start), so a restart is no checkpoint progress"),
         Metric("train_checkpoint_total", COUNTER, ("job_id", "rank"), "checkpoints",
                "checkpoints written"),
         Metric("train_checkpoint_seconds_total", COUNTER, ("job_id", "rank"), "seconds",
                "seconds spent writing checkpoints"),
         Metric("train_run_id", GAUGE, ("job_id", "rank"), "generation",
                "restart generation of the job (increments on every restart)"),
+        Metric("checkpoint_bytes_written_total", COUNTER, ("job_id", "rank"), "bytes",
+               "bytes the rank wrote to checkpoint storage, added when a save completes (every "
+               "rank that writes a shard; 0 on ranks that write nothing)"),
+        Metric("job_recovery_seconds", GAUGE, ("job_id", "rank"), "seconds",
+               "time from the failure to the first completed step after the last restart: the "
+               "previous processes' last completed step (or last heartbeat) to the new "
+               "processes' first", emitter=INSTRUMENT_RESTART),
+        Metric("job_checkpoint_age_at_failure_seconds", GAUGE, ("job_id", "rank"), "seconds",
+               "work lost by the last restart: the previous processes' last completed step "
+               "minus the time of the checkpoint the job resumed from",
+               emitter=INSTRUMENT_RESTART),
         Metric("train_planned_end_timestamp_seconds", GAUGE, ("job_id", "rank"), "unix seconds",
                "time the run is planned to have finished by (its deadline), from the launch "
                "config; absent when the run has none"),
@@ -129,33 +161,51 @@ METRICS: dict[str, Metric] = {
         Metric("nccl_link_recovery_total", COUNTER, ("job_id", "rank"), "recoveries",
                "link failures NCCL (2.27+ resilient collectives) recovered from without aborting",
                emitter=NCCL_SIDECAR),
-        # GPUs, as dcgm-exporter publishes them (names and labels exactly as it writes them).
-        Metric("DCGM_FI_PROF_SM_ACTIVE", GAUGE, ("UUID", "gpu", "Hostname"), "ratio",
+        # GPUs, as dcgm-exporter publishes them (names and labels exactly as it writes them;
+        # pod, namespace and container only on Kubernetes with the kubelet mapping).
+        Metric("DCGM_FI_PROF_SM_ACTIVE", GAUGE, _DCGM, "ratio",
                "share of cycles at least one warp was resident on an SM, averaged over SMs",
                emitter=DCGM_PROF),
-        Metric("DCGM_FI_PROF_NVLINK_TX_BYTES", GAUGE, ("UUID", "gpu", "Hostname"), "bytes/s",
+        Metric("DCGM_FI_PROF_NVLINK_TX_BYTES", GAUGE, _DCGM, "bytes/s",
                "NVLink transmit rate of the GPU, payload only", emitter=DCGM_PROF),
-        Metric("DCGM_FI_PROF_NVLINK_RX_BYTES", GAUGE, ("UUID", "gpu", "Hostname"), "bytes/s",
+        Metric("DCGM_FI_PROF_NVLINK_RX_BYTES", GAUGE, _DCGM, "bytes/s",
                "NVLink receive rate of the GPU, payload only", emitter=DCGM_PROF),
-        Metric("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", COUNTER, ("UUID", "gpu", "Hostname"), "errors",
+        Metric("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", COUNTER, _DCGM, "errors",
                "single-bit (corrected) volatile ECC errors since the driver loaded", emitter=DCGM),
-        Metric("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", COUNTER, ("UUID", "gpu", "Hostname"), "errors",
+        Metric("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", COUNTER, _DCGM, "errors",
                "double-bit (uncorrectable) volatile ECC errors since the driver loaded",
                emitter=DCGM),
-        Metric("DCGM_FI_DEV_XID_ERRORS", GAUGE, ("UUID", "gpu", "Hostname"), "xid",
+        Metric("DCGM_FI_DEV_XID_ERRORS", GAUGE, _DCGM, "xid",
                "code of the last XID error of the GPU", emitter=DCGM),
-        Metric("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", COUNTER, ("UUID", "gpu", "Hostname"),
+        Metric("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", COUNTER, _DCGM,
                "errors", "NVLink recovery errors of the GPU, all links", emitter=DCGM),
-        # Hosts, as node_exporter publishes them.
+        Metric("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", COUNTER, _DCGM, "errors",
+               "NVLink flow-control CRC errors of the GPU, all links", emitter=DCGM),
+        Metric("DCGM_FI_DEV_GPU_TEMP", GAUGE, _DCGM, "celsius", "GPU temperature",
+               emitter=DCGM),
+        Metric("DCGM_FI_DEV_POWER_USAGE", GAUGE, _DCGM, "watts", "GPU power draw",
+               emitter=DCGM),
+        Metric("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", GAUGE, _DCGM, "bitmask",
+               "why the clocks are held below their maximum, NVML's bitmask: 0x4 software "
+               "power cap, 0x8 hardware slowdown, 0x20 software thermal, 0x40 hardware "
+               "thermal, 0x80 power brake (older counters CSVs name it "
+               "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS: rename it under metrics:)", emitter=DCGM),
         Metric("node_infiniband_port_data_transmitted_bytes_total", COUNTER,
                ("instance", "device", "port"), "bytes", "bytes the InfiniBand port sent",
                emitter=NODE_EXPORTER),
         Metric("node_infiniband_port_data_received_bytes_total", COUNTER,
                ("instance", "device", "port"), "bytes", "bytes the InfiniBand port received",
                emitter=NODE_EXPORTER),
+        Metric("node_infiniband_rate_bytes_per_second", GAUGE, ("instance", "device", "port"),
+               "bytes/s", "line rate of the InfiniBand port (e.g. 50e9 for NDR 400 Gb/s)",
+               emitter=NODE_EXPORTER),
         Metric("node_uname_info", GAUGE, ("instance", "nodename"), "info",
                "1 per host, labelled with its uname; maps node_exporter's instance to the host",
                emitter=NODE_EXPORTER),
+        # Pods, as kube-state-metrics publishes them.
+        Metric("kube_pod_labels", GAUGE, ("namespace", "pod", "uid", "label_job_id"), "info",
+               "1 per pod, with its allowlisted Kubernetes labels as label_<key>; maps the pod "
+               "dcgm-exporter names on a GPU to the job", emitter=KSM),
         # Alerts, as Prometheus writes them.
         Metric("ALERTS", GAUGE, ("alertname", "alertstate", "job_id", "severity"), "info",
                "1 for every pending or firing alert, with the alert's labels", emitter=RULER),
@@ -229,6 +279,42 @@ RECORDED: dict[str, Recorded] = {
                  "job's planned steps"),
         Recorded("step_mean", "job:train_step_seconds:mean{rate}", ("job_id",),
                  "job's mean step wall time"),
+        # gpus: GPUs and hosts mapped to jobs, per-GPU signals
+        Recorded("job_nodes", "job_node:train_ranks:count", ("job_id", "node"),
+                 "ranks of the job on each host (the ranks' own node label): the host-to-job "
+                 "map on any platform"),
+        Recorded("job_gpus", "job_gpu:kube_pod_gpu:info", ("job_id", "node", "gpu", "UUID"),
+                 "1 per GPU allocated to a pod of the job (dcgm-exporter's pod and namespace "
+                 "joined to kube-state-metrics' pod labels): the GPU-to-job map on Kubernetes"),
+        Recorded("sm_active_spread", "job_node:dcgm_sm_active:stddev", ("job_id", "node"),
+                 "standard deviation of SM-active across the job's GPUs of one host"),
+        Recorded("gpu_dbe", "node_gpu:dcgm_ecc_dbe:increase{gpu_errors}", ("node", "gpu", "UUID"),
+                 "uncorrectable ECC errors of each GPU in the window"),
+        Recorded("gpu_xid_ecc", "node_gpu:dcgm_xid:ecc_code{gpu_errors}", ("node", "gpu", "UUID"),
+                 "the ECC-class XID code a GPU raised in the window (the gauge changed to it)"),
+        # fabric
+        Recorded("link_recoveries", "job:nccl_link_recovery:increase{link_recovery}",
+                 ("job_id",), "NCCL link recoveries of the job's ranks in the window"),
+        Recorded("allreduce_nodes", "job_node:nccl_allreduce:active{rate}", ("job_id", "node"),
+                 "1 per host whose ranks of the job all completed all-reduces in the rate window"),
+        Recorded("ib_tx_node", "node:node_infiniband_transmit_bytes:rate{rate}", ("node",),
+                 "InfiniBand bytes per second a host sent, all HCAs and ports"),
+        Recorded("ib_tx_job_node", "job_node:node_infiniband_transmit_bytes:rate{rate}",
+                 ("job_id", "node"),
+                 "InfiniBand transmit rate of each host of the job while it all-reduces"),
+        Recorded("ib_tx_job_median", "job:node_infiniband_transmit_bytes:median{rate}",
+                 ("job_id",), "median over the job's hosts of their InfiniBand transmit rate"),
+        # recovery
+        Recorded("run_id", "job:train_run_id:max", ("job_id",),
+                 "restart generation of the job"),
+        Recorded("checkpoint_throughput",
+                 "job:checkpoint_write:bytes_per_second{checkpoint_throughput}", ("job_id",),
+                 "checkpoint bytes the job wrote per second spent writing checkpoints"),
+        # progress
+        Recorded("step_baseline", "job:train_step_seconds:median{step_baseline}", ("job_id",),
+                 "median of the job's mean step time over the baseline window"),
+        Recorded("eta", "job:train_eta:seconds", ("job_id",),
+                 "time to completion: remaining steps x current mean step time"),
     )
 }
 

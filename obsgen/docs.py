@@ -85,7 +85,9 @@ class Index:
 def _perturbed(cfg: Config, section: str, key: str) -> Config:
     data = copy.deepcopy(cfg.data)
     v = data[section][key]
-    if isinstance(v, str):  # a duration: double it
+    if isinstance(v, list):  # a set of codes: one more
+        data[section][key] = v + [max(v) + 1]
+    elif isinstance(v, str):  # a duration: double it
         data[section][key] = f"{int(seconds(v) * 2)}s"
     elif isinstance(v, int) and not isinstance(v, bool):
         data[section][key] = v + 1

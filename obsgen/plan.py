@@ -83,12 +83,15 @@ def plan(s: Shape, windows: dict[str, str] | None = None) -> list[Line]:
         if scope is None:
             continue
         per = _fan_out(m, s) * (SERIES_PER_HISTOGRAM if m.type == HISTOGRAM else 1)
-        if m in (M.train_grad_norm, M.train_loss) and not s.all_ranks_report_loss:
+        if m in (M.job_recovery_seconds, M.job_checkpoint_age_at_failure_seconds) or (
+                m in (M.train_grad_norm, M.train_loss) and not s.all_ranks_report_loss):
             lines.append(Line(m.key, m.type, "job", per, per))
             continue
         lines.append(Line(m.key, m.type, scope, per, per * units[scope]))
     for r in contract.RECORDED.values():
-        scope = "rank" if L.rank.key in r.labels else "stage" if L.stage.key in r.labels else "job"
+        scope = ("rank" if L.rank.key in r.labels else "stage" if L.stage.key in r.labels
+                 else "gpu" if L.UUID.key in r.labels else "host" if L.node.key in r.labels
+                 else "job")
         name = r.name.format(**(windows or config.DEFAULTS["windows"]))
         lines.append(Line(name, "recorded", scope, 1, units[scope]))
     return lines

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from .alerts import checkpoints, gradients, pipeline, ranks, stragglers
+from .alerts import (checkpoints, fabric, gpus, gradients, pipeline, progress, ranks,
+                     recovery, stragglers)
 from .config import Config, DEFAULTS
 from .model import Family
 from .promql import Ctx
 
-FAMILIES: tuple[ModuleType, ...] = (stragglers, gradients, pipeline, checkpoints, ranks)
+FAMILIES: tuple[ModuleType, ...] = (stragglers, gradients, pipeline, checkpoints, ranks,
+                                    gpus, fabric, recovery, progress)
 
 
 def by_name() -> dict[str, ModuleType]:
@@ -21,9 +23,11 @@ def selected(cfg: Config) -> list[ModuleType]:
     if wanted is None:
         return list(FAMILIES)
     names = set(wanted)
-    for f in FAMILIES:  # requirements point backwards or forwards; two passes settle them
-        if f.NAME in names:
-            names.update(getattr(f, "REQUIRES", ()))
+    while True:  # requirements point backwards or forwards and chain: repeat until settled
+        more = {r for f in FAMILIES if f.NAME in names for r in getattr(f, "REQUIRES", ())}
+        if more <= names:
+            break
+        names |= more
     return [f for f in FAMILIES if f.NAME in names]
 
 

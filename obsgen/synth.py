@@ -248,16 +248,19 @@ class _Sim:
         return any(isinstance(f, Restart) and f.at <= t < f.at + f.gap for f in self.j.faults)
 
     def restart_if_due(self, t: float) -> None:
-        for f in self.j.faults:
-            if isinstance(f, Restart) and f.at + f.gap <= t and self.gen < self._restarts_before(t):
-                self.gen += 1
-                for c in self.counters:
-                    c.clear()
-                self.proc_start = f.at + f.gap
-                self.step = self.last_ckpt_step
-                self.step_frac = 0.0
-                self.next_ckpt = self.proc_start + self.j.checkpoint_every
-                self.ckpt_busy_until = -1.0
+        # The latest due restart starts the new processes (with several restarts, not the
+        # first one listed); restarts that came and went between two scrapes still count.
+        due = [f for f in self.j.faults if isinstance(f, Restart) and f.at + f.gap <= t]
+        if self.gen < len(due):
+            f = max(due, key=lambda f: f.at + f.gap)
+            self.gen = len(due)
+            for c in self.counters:
+                c.clear()
+            self.proc_start = f.at + f.gap
+            self.step = self.last_ckpt_step
+            self.step_frac = 0.0
+            self.next_ckpt = self.proc_start + self.j.checkpoint_every
+            self.ckpt_busy_until = -1.0
 
     def _restarts_before(self, t: float) -> int:
         return sum(1 for f in self.j.faults if isinstance(f, Restart) and f.at + f.gap <= t)

@@ -5,8 +5,11 @@ from pathlib import Path
 import pytest
 
 # Grafana's dashboard schemas live beside the repository (CI clones main with ../shared
-# next to it); every render in the tests validates dashboards against them.
-SCHEMAS = Path(__file__).resolve().parent.parent.parent / "shared" / "schemas" / "grafana"
+# next to it); every render in the tests validates dashboards against them. A git worktree
+# sits one level deeper, so look beside its parent too (as tests/test_dashboards.py does).
+ROOT = Path(__file__).resolve().parent.parent
+CANDIDATES = [d / "shared" / "schemas" / "grafana" for d in (ROOT.parent, ROOT.parent.parent)]
+SCHEMAS = next((d for d in CANDIDATES if (d / "dashboard.jsonschema.json").exists()), CANDIDATES[0])
 
 
 def pytest_configure(config):

@@ -17,7 +17,8 @@ def test_render_then_check_is_clean(tmp_path, capsys):
     assert main(["render", "--out", str(tmp_path)]) == 0
     assert main(["check", "--out", str(tmp_path)]) == 0
     assert sorted(p.name for p in (tmp_path / "rules").iterdir()) == [
-        "checkpoints.yaml", "gradients.yaml", "pipeline.yaml", "ranks.yaml", "stragglers.yaml"]
+        "checkpoints.yaml", "fabric.yaml", "gpus.yaml", "gradients.yaml", "pipeline.yaml",
+        "progress.yaml", "ranks.yaml", "recovery.yaml", "stragglers.yaml"]
 
 
 def test_render_twice_changes_no_byte_and_no_mtime(tmp_path):
@@ -60,13 +61,16 @@ def test_a_family_brings_the_families_it_reads(tmp_path):
 
 def test_dashboards_refuse_families_that_leave_out_what_their_panels_read(tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("families: [stragglers, gradients, pipeline, ranks]\n")
+    cfg.write_text("families: [stragglers, gradients, pipeline, ranks, gpus, fabric]\n")
     assert main(["render", "--config", str(cfg), "--out", str(tmp_path / "out")]) == 2
     assert not (tmp_path / "out").exists()
     assert capsys.readouterr().err.splitlines() == [
         "dashboards: panels read job:train_checkpoint_timestamp_seconds:max, recorded by family "
         "'checkpoints', which families: leaves out; add checkpoints to families or set "
-        "dashboards.enabled: false"]
+        "dashboards.enabled: false",
+        "dashboards: panels read job:checkpoint_write:bytes_per_second1h, job:train_run_id:max, "
+        "recorded by family 'recovery', which families: leaves out; add recovery to families or "
+        "set dashboards.enabled: false"]
 
 
 def test_render_refuses_to_overwrite_a_file_it_did_not_generate(tmp_path, capsys):

@@ -223,7 +223,7 @@ def test_one_classic_dashboard_per_view_in_tab_order_and_a_provider():
     files = pipeline.render_all(defaults())
     assert [p for p in files if p.startswith("dashboards/")] == (
         [f"dashboards/{v.KEY}.json" for v in dashboards.VIEWS] + [dashboards.PROVISIONING])
-    assert [v.KEY for v in dashboards.VIEWS] == ["overview", "dp", "tp", "pp", "fsdp", "ep"]
+    assert [v.KEY for v in dashboards.VIEWS] == ["overview", "dp", "tp", "pp", "fsdp", "ep", "hardware", "recovery"]
 
 
 def test_uids_are_stable_names_and_unique():
@@ -246,11 +246,14 @@ def test_variables_on_every_dashboard():
     for path, doc in rendered(custom()).items():
         names = [v["name"] for v in doc["templating"]["list"]]
         stage = ["stage"] if path.endswith(("overview.json", "pp.json")) else []
-        assert names == ["datasource", "cluster", "env", "job_id", "rank", *stage], path
+        rank = [] if path.endswith("recovery.json") else ["rank"]  # job-level panels only
+        assert names == ["datasource", "cluster", "env", "job_id", *rank, *stage], path
         env = next(v for v in doc["templating"]["list"] if v["name"] == "env")
         assert env["query"] == 'label_values(job:train_world_size:max{cluster="a", env=~"prod|staging"}, env)'
         job = next(v for v in doc["templating"]["list"] if v["name"] == "job_id")
         assert job["query"].endswith(", run)") and "$job_id" not in job["query"]
+        if not rank:
+            continue
         rank = next(v for v in doc["templating"]["list"] if v["name"] == "rank")
         assert (rank["multi"], rank["includeAll"], rank["allValue"]) == (True, True, ALL)
         assert rank["query"].endswith(', global_rank)')
@@ -281,7 +284,8 @@ def test_v2_is_one_dashboard_with_a_tab_per_view():
     assert doc["metadata"] == {"name": "obsgen-training"}
     layout = doc["spec"]["layout"]
     assert layout["kind"] == "TabsLayout"
-    assert [t["spec"]["title"] for t in layout["spec"]["tabs"]] == ["Overview", "DP", "TP", "PP", "FSDP", "EP"]
+    assert [t["spec"]["title"] for t in layout["spec"]["tabs"]] == ["Overview", "DP", "TP", "PP", "FSDP", "EP",
+                                                                  "Hardware", "Recovery"]
     refs = [i["spec"]["element"]["name"] for t in layout["spec"]["tabs"]
             for r in t["spec"]["layout"]["spec"]["rows"] for i in r["spec"]["layout"]["spec"]["items"]]
     assert sorted(refs) == sorted(doc["spec"]["elements"]) and len(refs) == len(set(refs))

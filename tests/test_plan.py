@@ -16,20 +16,20 @@ def totals(shape: Shape) -> dict[str, int]:
 
 def test_a_dense_data_parallel_job_of_8_ranks_by_hand():
     # Per rank: 4 histograms (step, compute, collective time, exposed comm) x 17 series,
-    # 9 gauges, 4 counters (checkpoints, checkpoint seconds, collective bytes, link
-    # recoveries) = 81. Grad norm and loss from one rank: 2. One host of 8 GPUs: 7 DCGM
-    # series per GPU = 56, 8 HCAs x 2 + uname = 17. Recorded: 5 per rank, 2 per stage,
-    # 14 per job.
-    assert totals(Shape(ranks=8)) == {"scraped": 81 * 8 + 2 + 56 + 17,
-                                      "recorded": 5 * 8 + 2 + 14, "per_rank": 81}
-
-
+    # 9 gauges, 5 counters (checkpoints, checkpoint seconds, checkpoint bytes, collective
+    # bytes, link recoveries) = 82. From one rank: grad norm, loss, recovery time and
+    # checkpoint age at failure = 4. One host of 8 GPUs: 11 DCGM series per GPU = 88,
+    # 8 HCAs x 3 + uname = 25, its pod's kube_pod_labels = 1. Recorded: 5 per rank, 2 per
+    # stage, 20 per job, 5 per host, 3 per GPU (at most: the error records exist only for
+    # GPUs with errors).
+    assert totals(Shape(ranks=8)) == {"scraped": 82 * 8 + 4 + 88 + 25 + 1,
+                                      "recorded": 5 * 8 + 2 + 20 + 5 + 3 * 8, "per_rank": 82}
 
 
 def test_cost_is_linear_in_ranks():
     small, big = totals(Shape(ranks=512)), totals(Shape(ranks=1024))
     assert big["per_rank"] == small["per_rank"]
-    assert big["scraped"] - 2 == 2 * (small["scraped"] - 2)  # the one-rank gauges stay
+    assert big["scraped"] - 4 == 2 * (small["scraped"] - 4)  # the one-rank gauges stay
 
 
 def test_pipeline_parallelism_adds_stage_timings_and_p2p():

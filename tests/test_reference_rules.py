@@ -64,6 +64,38 @@ MUTANTS = {
         "ranks", "Train_RankFailed",
         "count by (job_id) (train_world_size) < max by (job_id) (train_world_size)",
         "all ranks gone fires", "got:[]"),
+    "the document's InfiniBand join matches on a Hostname neither side has": Mutant(
+        "fabric", "Train_IB_Asymmetry",
+        """rate(node_infiniband_port_data_transmitted_bytes_total[1m])
+          * on(Hostname) group_left() (
+              rate(nccl_collective_duration_seconds_count{op="AllReduce"}[1m]) > 0
+          )""",
+        "a host sending 40% of its peers", "many-to-many matching not allowed", at="30m"),
+    "the document's TP rule (stddev by pod) never fires with one GPU per pod": Mutant(
+        "gpus", "Train_TP_Imbalance",
+        """stddev by (pod) (
+          DCGM_FI_PROF_SM_ACTIVE * on(pod, namespace) group_left() kube_pod_labels{label_job_id!=""}
+        ) > 0.05""",
+        "on Kubernetes with one pod per GPU", "got:[]"),
+    "reading the XID gauge as a counter fires on application XIDs": Mutant(
+        "gpus", "Train_GPU_ECC",
+        "increase(DCGM_FI_DEV_XID_ERRORS[1h]) > 0",
+        "XIDs that are not memory errors", "exp:[],got:[0:"),
+    "the document's restart count (changes of train_run_id) is 0 when restarts are new series": Mutant(
+        "recovery", "Train_RestartLoop",
+        "sum by (job_id) (changes(train_run_id[1h])) >= 3",
+        "restarts every 7 minutes that never reach a checkpoint", "got:[]"),
+    "a p50 from the default buckets cannot see a 30% step-time regression": Mutant(
+        "progress", "Train_StepTime_Regression",
+        """histogram_quantile(0.5, sum by (job_id, le) (rate(train_step_seconds_bucket[5m])))
+        / on (job_id)
+        histogram_quantile(0.5, sum by (job_id, le) (rate(train_step_seconds_bucket[5m] offset 40m)))
+        > 1.2""",
+        "steps 30% slower from minute 60", "got:[]"),
+    "without the quiet window a long warm-up after a restart fires": Mutant(
+        "progress", "Train_StepTime_Regression",
+        "job:train_step_seconds:mean5m / on (job_id) (job:train_step_seconds:median6h > 0) > 1.2",
+        "a restart followed by 40 minutes of slow warm-up", "exp:[],got:[0:"),
 }
 
 

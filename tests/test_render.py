@@ -76,7 +76,10 @@ def test_alert_names_are_the_interface():
     assert NAMES == [
         "Train_Straggler_Persistent", "Train_Straggler_Transient", "Train_GradientExplosion",
         "Train_GradientNonFinite", "Train_GradientVanishing", "Train_Bubble_Excess",
-        "Train_NoCheckpoints", "Train_CheckpointOverhead", "Train_RankFailed"]
+        "Train_NoCheckpoints", "Train_CheckpointOverhead", "Train_RankFailed",
+        "Train_TP_Imbalance", "Train_GPU_ECC", "Train_NCCL_LinkRecovery", "Train_IB_Asymmetry",
+        "Train_RestartLoop", "Train_CheckpointStorage_Slow", "Train_StepTime_Regression",
+        "Train_ETA_Slip"]
 
 
 def test_recorded_series_follow_level_metric_operation():
@@ -85,10 +88,20 @@ def test_recorded_series_follow_level_metric_operation():
             assert re.fullmatch(r"[a-z_]+:[a-z_]+:[a-z_0-9]+", rule["record"]), rule["record"]
 
 
+# The series that map an exporter's instance or a pod to a host or a job: joining on
+# instance or pod is how hardware reaches a job; grouping by them is not.
+MAPS = {"instance": "node_uname_info", "pod": "kube_pod_labels"}
+
+
 def test_rules_never_group_by_instance_or_pod():
     for path, rule in rules(pipeline.render_all(defaults())):
-        for clause in re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", rule["expr"]):
-            assert not {"instance", "pod"} & {l.strip() for l in clause.split(",")}, rule["expr"]
+        for clause, operand in re.findall(r"\bby\s*\(([^)]*)\)\s*\(\s*([a-zA-Z_:]*)", rule["expr"]):
+            grouped = {"instance", "pod"} & {l.strip() for l in clause.split(",")}
+            # ... except to collapse duplicates of the map itself (two scrapes of it)
+            assert grouped <= {l for l in grouped if MAPS[l] == operand}, rule["expr"]
+        for clause in re.findall(r"\bon\s*\(([^)]*)\)", rule["expr"]):
+            for label in {"instance", "pod"} & {l.strip() for l in clause.split(",")}:
+                assert MAPS[label] in rule["expr"], f"joins on {label} without its map: {rule['expr']}"
 
 
 def test_no_quantiles_from_buckets_in_rules():

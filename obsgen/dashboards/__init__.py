@@ -20,11 +20,11 @@ from ..config import Config
 from ..model import Family
 from ..passes import DefinitionError
 from ..promql import Ctx
-from . import classic, dp, ep, fsdp, overview, pp, tp, v2
+from . import classic, dp, ep, fsdp, hardware, overview, pp, recovery, tp, v2
 from .model import View
 from .query import DATASOURCE, JOB, RANK_VAR, STAGE_VAR, Q
 
-VIEWS = (overview, dp, tp, pp, fsdp, ep)  # in tab order
+VIEWS = (overview, dp, tp, pp, fsdp, ep, hardware, recovery)  # in tab order
 SOURCE = "obsgen/dashboards"
 PROVISIONING = "dashboards/provisioning/obsgen.yaml"
 V2_NAME = "training"  # the v2 dashboard: dashboards/training.json, uid <prefix>-training

@@ -19,7 +19,7 @@ TP = "tp"
 
 def build(env) -> View:
     q = env.q
-    top_n, limit = env.dash("top_n"), env.dash("tp_sm_active_stddev")
+    top_n, limit = env.dash("top_n"), env.cfg["thresholds"]["tp_sm_active_stddev"]
     job = (L.job_id,)
     sm = q.gpus(q.m(M.DCGM_FI_PROF_SM_ACTIVE))
     nvlink = q.gpus(f"({q.m(M.DCGM_FI_PROF_NVLINK_TX_BYTES)} + {q.m(M.DCGM_FI_PROF_NVLINK_RX_BYTES)})")

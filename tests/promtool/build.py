@@ -49,8 +49,9 @@ def reads(exprs: list[str], cfg: Config) -> set[str]:
 def render_family(family: str) -> str:
     cfg = default_config()
     files = pipeline.render_all(cfg)
-    mod = registry.by_name()[family]
-    names = [family, *getattr(mod, "REQUIRES", ())]
+    names = [family]  # the family, then what it reads from, transitively
+    for name in names:
+        names.extend(r for r in getattr(registry.by_name()[name], "REQUIRES", ()) if r not in names)
     docs = [yaml.safe_load(files[f"rules/{n}.yaml"]) for n in names]
     exprs = [r["expr"] for d in docs for g in d["groups"] for r in g["rules"]]
     cases = importlib.import_module(f"tests.promtool.cases.{family}").CASES

@@ -1,0 +1,179 @@
+"""GPU health: uneven tensor-parallel GPUs and uncorrectable memory errors, per job.
+
+dcgm-exporter publishes GPUs, not jobs: every series carries ``gpu``, ``UUID`` and
+``Hostname`` (the node name), and on Kubernetes, with the kubelet's pod-resources socket
+mounted, the ``pod``, ``namespace`` and ``container`` the GPU is allocated to. GPUs are
+mapped to jobs two ways, the better one per host:
+
+* **Kubernetes**: dcgm-exporter's ``pod`` and ``namespace`` joined to kube-state-metrics'
+  ``kube_pod_labels``, which carries the pod label holding the job id once it is
+  allowlisted (``--metric-labels-allowlist=pods=[<label>]``; rename ``label_job_id`` to
+  the ``label_<key>`` it becomes). Exact per GPU: idle GPUs and other jobs' GPUs on the
+  host stay out. Behind a ServiceMonitor without ``honorLabels: true``, Prometheus
+  renames dcgm-exporter's ``pod`` to ``exported_pod``: rename the labels accordingly.
+* **Bare metal and Slurm**: the hosts the job's ranks report in their own ``node`` label
+  (``job_node:train_ranks:count``), used for hosts without a pod mapping. It takes every
+  GPU of the host, which is right for jobs that own whole hosts (a pretraining run); a
+  host shared by two jobs counts for both.
+
+The reference document's rule (section 5) takes ``stddev by (pod)``: with one GPU per pod
+the deviation of one value is 0 and it never fires, and its ``group_left()`` copies no job
+label, so nobody knows whose GPUs they are. Here the spread is taken per job and host.
+
+XID errors are read as dcgm-exporter publishes them: ``DCGM_FI_DEV_XID_ERRORS`` is a
+gauge holding the *last* XID code of the GPU, not a count. An XID counts when the gauge
+changed to one of the configured uncorrectable-memory codes within the window; a code
+that has sat there since an old event does not fire again (the ECC counter catches a
+repeat of the same code). Both signals keep the alert firing for ``windows.gpu_errors``.
+
+## Train_TP_Imbalance
+
+The SM-active of the job's GPUs on one host spreads wider than the threshold (standard
+deviation across the GPUs) for 15 minutes. Tensor parallelism splits every layer across
+the GPUs of a host, so they should be equally busy: one GPU far from the others is doing
+more or less work than its peers, and every TP collective waits for the slowest.
+
+Check first:
+1. The odd GPU in dcgm-exporter on that host: clock event reasons (thermal or power slowdown), temperature, power against its peers, XID and ECC errors.
+2. NVLink health of that GPU: CRC and recovery error counters, NVLink throughput against its peers (a degraded link slows every TP collective through it).
+3. The model's sharding: attention heads or hidden size not divisible by the TP size give one rank more work on every step; compare with a run on other hosts.
+
+## Train_GPU_ECC
+
+A GPU of the job reported uncorrectable memory errors: its double-bit ECC counter rose,
+or its XID gauge changed to an uncorrectable-memory code (48 double-bit ECC, 64 row
+remapping failure, 94 contained, 95 uncontained ECC error). The data in that GPU's memory
+may be wrong: gradients and optimizer state computed since are suspect, and the GPU needs
+a reset at least.
+
+Check first:
+1. Drain the host from the scheduler (cordon the node, or scontrol update state=drain) so the restart does not land on it again.
+2. The job's loss and gradient norm since the error: an uncontained error (XID 95) or DBE can corrupt the state that is checkpointed next; resume from a checkpoint written before the error if the curves moved.
+3. nvidia-smi -q -d ECC,ROW_REMAPPER on the host: pending row remaps need a GPU reset; repeated errors or a remapping failure mean RMA.
+"""
+from __future__ import annotations
+
+from ..contract import L, M, R
+from ..model import Alert, Family, Record, expr
+from ..promql import Ctx, number, quote
+
+NAME = "gpus"
+
+
+def to_node(c: Ctx, e: str) -> str:
+    """``e`` (dcgm-exporter labels) with its Hostname copied into the contract's node label."""
+    return f'label_replace({e}, {quote(c.l(L.node))}, "$1", {quote(c.l(L.Hostname))}, "(.+)")'
+
+
+def per_gpu(c: Ctx, e: str) -> str:
+    """One series per GPU (Hostname, gpu, UUID) of a dcgm-exporter expression: the pod
+    labels and a second scrape of the same exporter collapse."""
+    return to_node(c, f"max {c.by(L.Hostname, L.gpu, L.UUID)} ({e})")
+
+
+def owned(c: Ctx, gpu_signal: str, host_signal: str) -> str:
+    """A per-GPU signal (node, gpu, UUID, signal) attributed to jobs: through the
+    Kubernetes pod map where the host has one, else to every job whose ranks run on the
+    host (``host_signal``: at most one series per node, naming its worst GPU)."""
+    gpus = c.r(R.job_gpus)
+    indent = lambda e: e.replace("\n", "\n  ")
+    return "\n".join((
+        "(",
+        f"  {gpus}",
+        f"  * {c.on(L.node, L.gpu, L.UUID)} group_left ({c.l(L.signal)})",
+        f"  ({indent(gpu_signal)})",
+        ")",
+        "or",
+        "(",
+        f"  {c.r(R.job_nodes)} * 0",
+        f"  + {c.on(L.node)} group_left ({c.l(L.gpu)}, {c.l(L.UUID)}, {c.l(L.signal)})",
+        f"  ({indent(host_signal)})",
+        f"  unless {c.on(L.node)}",
+        f"  {gpus}",
+        ")"))
+
+
+def build(c: Ctx) -> Family:
+    t = c.cfg["thresholds"]
+    gpu_errors = c.w("gpu_errors")
+    job, node = c.tl(L.job_id), c.tl(L.node)
+    xid = c.m(M.DCGM_FI_DEV_XID_ERRORS)
+    ecc_codes = " or ".join(f"{xid} == {number(code)}" for code in t["gpu_ecc_xids"])
+    sm = per_gpu(c, c.m(M.DCGM_FI_PROF_SM_ACTIVE))
+    ksm = c.m(M.kube_pod_labels, extra=(f'{c.l(L.label_job_id)}!=""',))
+    on_pod = c.on(L.namespace, L.pod)
+    gpu_where = ("{{ with $labels.%s }}GPU {{ . }} {{ end }}"
+                 "{{ with $labels.%s }}({{ . }}) {{ end }}") % (c.l(L.gpu), c.l(L.UUID))
+
+    def signal(e: str, name: str) -> str:
+        return f'label_replace({e}, {quote(c.l(L.signal))}, {quote(name)}, "", "")'
+
+    dbe = signal(c.r(R.gpu_dbe), "ecc_dbe")
+    xids = signal(c.r(R.gpu_xid_ecc), "xid")
+    rules = (
+        Record(c.rname(R.job_nodes), expr(f"""
+            count {c.by(L.job_id, L.node)} ({c.m(M.train_world_size, extra=(f'{c.l(L.node)}!=""',))})
+        """)),
+        Record(c.rname(R.job_gpus), expr(f"""
+            group {c.by(L.job_id, L.node, L.gpu, L.UUID)} (
+              label_replace(
+                {to_node(c, c.m(M.DCGM_FI_DEV_GPU_TEMP, extra=(f'{c.l(L.pod)}!=""',)))}
+                * {on_pod} group_left ({c.l(L.label_job_id)})
+                max {c.by(L.namespace, L.pod, L.label_job_id)} ({ksm}),
+                {quote(c.l(L.job_id))}, "$1", {quote(c.l(L.label_job_id))}, "(.+)"
+              )
+            )
+        """)),
+        Record(c.rname(R.sm_active_spread), expr(f"""
+            stddev {c.by(L.job_id, L.node)} (
+              {c.r(R.job_gpus)}
+              * {c.on(L.node, L.gpu, L.UUID)} group_left ()
+              {sm}
+            )
+            or
+            (
+              {c.r(R.job_nodes)} * 0
+              + {c.on(L.node)} group_left ()
+              stddev {c.by(L.node)} ({sm})
+              unless {c.on(L.node)}
+              {c.r(R.job_gpus)}
+            )
+        """)),
+        Record(c.rname(R.gpu_dbe), expr(f"""
+            {per_gpu(c, f"increase({c.m(M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)}[{gpu_errors}])")} > 0
+        """)),
+        Record(c.rname(R.gpu_xid_ecc), expr(f"""
+            {per_gpu(c, f"({ecc_codes}) and changes({xid}[{gpu_errors}]) > 0")}
+        """)),
+        Alert(
+            name="Train_TP_Imbalance",
+            expr=expr(f"""
+                {c.r(R.sm_active_spread)} > {c.t('tp_sm_active_stddev')}
+            """),
+            for_="15m",
+            severity="warning",
+            role="platform",
+            summary=f"Uneven SM-active across the GPUs of node {node} in job {job}",
+            description=(
+                f"The GPUs of job {job} on node {node} differ in SM-active by a standard "
+                'deviation of {{ printf "%.3f" $value }} (limit '
+                f"{number(t['tp_sm_active_stddev'])}): one GPU of the tensor-parallel group "
+                "works more or less than its peers, and every TP collective waits for it."),
+        ),
+        Alert(
+            name="Train_GPU_ECC",
+            expr=owned(c, f"{dbe}\nor\n({xids} unless {c.on(L.node, L.gpu, L.UUID)} {dbe})",
+                       f"topk {c.by(L.node)} (1, {dbe})\nor\n"
+                       f"(topk {c.by(L.node)} (1, {xids}) unless {c.on(L.node)} {dbe})"),
+            for_="0s",
+            severity="critical",
+            role="platform",
+            summary=f"Uncorrectable GPU memory errors on node {node} of job {job}",
+            description=(
+                f"{gpu_where}on node {node}, which runs job {job}, reported "
+                f"{{{{ $labels.{c.l(L.signal)} }}}} {{{{ $value }}}} in the last {gpu_errors} "
+                "(ecc_dbe: uncorrectable ECC errors; xid: the XID code it raised). Its memory "
+                "may hold wrong values: drain the host and check the job's state."),
+        ),
+    )
+    return Family(NAME, __doc__, rules)

@@ -1,0 +1,103 @@
+"""Hardware: the fabric and the GPUs under one job.
+
+Hosts come from the job's ranks (their ``node`` label, ``job_node:train_ranks:count``),
+so every panel shows the job's hosts only, on bare metal and Kubernetes alike.
+dcgm-exporter's ``Hostname`` and node_exporter's ``nodename`` are mapped to that host
+name. InfiniBand is shown during all-reduce windows (the hosts whose ranks all-reduce)
+against the ports' line rate.
+"""
+from __future__ import annotations
+
+from grafana_foundation_sdk.models import units as u
+
+from ..contract import L, M, R
+from ..promql import number, quote
+from .model import RANK, TIMESERIES, Panel, Query, Row, Step, View
+from .query import RATE
+
+KEY = "hardware"
+# NVML clock event reasons (DCGM_FI_DEV_CLOCKS_EVENT_REASONS bits) worth a panel line.
+REASONS = (("software power cap", 0x4), ("hardware slowdown", 0x8), ("software thermal", 0x20),
+           ("hardware thermal", 0x40), ("power brake", 0x80))
+
+
+def build(env) -> View:
+    q, cfg = env.q, env.cfg
+    node, host, nodename = q.c.l(L.node), q.c.l(L.Hostname), q.c.l(L.nodename)
+    hosts = f"({q.r(R.job_nodes)} * 0 + 1)"  # 1 per host of the job, labelled job_id, node
+
+    def on_hosts(per_host: str) -> str:
+        """A per-host expression (labelled node) for the job's hosts, labelled job_id."""
+        return f"{per_host}\n* {q.on(L.node)} group_left ({q.names(L.job_id)})\n{hosts}"
+
+    def gpus(e: str, agg: str = "max") -> str:
+        """dcgm-exporter ``e`` per host (``agg`` over its GPUs), for the job's hosts."""
+        return on_hosts(f'{agg} {q.by(L.node)} (label_replace({e}, {quote(node)}, "$1", '
+                        f'{quote(host)}, "(.+)"))')
+
+    def nodes(e: str) -> str:
+        """node_exporter ``e`` per host (summed over devices and ports), for the job's hosts."""
+        uname = f"max {q.by(L.instance, L.nodename)} ({q.m(M.node_uname_info)})"
+        return on_hosts(f"sum {q.by(L.node)} (label_replace({e}\n * {q.on(L.instance)} group_left "
+                        f'({nodename}) {uname}, {quote(node)}, "$1", {quote(nodename)}, "(.+)"))')
+
+    by_node = "{{%s}}" % node
+    limit = cfg["thresholds"]["tp_sm_active_stddev"]
+    ratio = cfg["thresholds"]["ib_asymmetry_ratio"]
+    fabric = Row("Fabric", (
+        Panel(TIMESERIES, "InfiniBand transmit per host during all-reduce", "Bytes per second "
+              "each host of the job sends while its ranks all-reduce, and the hosts' line rate "
+              f"(dashed). Healthy: close together and near line rate; a host below {number(ratio)}x "
+              "the median fires Train_IB_Asymmetry.", u.BytesPerSecondSI,
+              (Query(q.r(R.ib_tx_job_node), by_node),
+               Query(f"max {q.by(L.job_id)} (\n{nodes(q.m(M.node_infiniband_rate_bytes_per_second))}\n)",
+                     "line rate")), width=24, min=0),
+        Panel(TIMESERIES, "NCCL link recoveries per rank", "Link failures NCCL recovered from "
+              "per interval, by rank. Healthy: none; a trend up means the fabric degrades.",
+              u.Short, (Query(f"sum {q.by(L.job_id, L.rank)} (increase({q.m(M.nccl_link_recovery_total, rank=True)}"
+                              f"[{RATE}])) > 0", "rank {{%s}}" % q.rank),), min=0),
+        Panel(TIMESERIES, "NVLink errors per host", "NVLink CRC and recovery errors per "
+              "interval on the GPUs of each host of the job (dcgm-exporter). Healthy: zero.",
+              u.Short,
+              (Query(gpus(f"increase({q.m(M.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL)}[{RATE}])",
+                          "sum"), "CRC " + by_node),
+               Query(gpus(f"increase({q.m(M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL)}[{RATE}])",
+                          "sum"), "recovery " + by_node)), min=0),
+    ))
+    def held(bit: int) -> str:
+        flag = f"floor({q.m(M.DCGM_FI_DEV_CLOCKS_EVENT_REASONS)} / {bit}) % 2 == 1"
+        per_gpu = f'label_replace({flag}, {quote(node)}, "$1", {quote(host)}, "(.+)")'
+        return f"count {q.by(L.job_id)} (\n{on_hosts(per_gpu)}\n)"
+
+    reasons = tuple(Query(held(bit), name) for name, bit in REASONS)
+    health = Row("GPU health", (
+        Panel(TIMESERIES, "SM-active spread per host", "Standard deviation of SM-active across "
+              "the job's GPUs of each host, as Train_TP_Imbalance reads it. Healthy: below "
+              f"{number(limit)} (dashed).", u.PercentUnit,
+              (Query(q.r(R.sm_active_spread), by_node),),
+              steps=(Step(None, "green"), Step(limit, "red")), draw_steps=True, min=0),
+        Panel(TIMESERIES, "ECC errors per host", "Uncorrectable (double-bit) and corrected "
+              "ECC errors per interval on each host of the job. Healthy: zero uncorrectable; "
+              "any means drain the host.", u.Short,
+              (Query(gpus(f"increase({q.m(M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)}[{RATE}])", "sum"),
+                     "uncorrectable " + by_node),
+               Query(gpus(f"increase({q.m(M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL)}[{RATE}])", "sum"),
+                     "corrected " + by_node)), min=0),
+        Panel(TIMESERIES, "Last XID code per host", "The highest last-XID code of the GPUs of "
+              "each host (dcgm-exporter's gauge holds the last code, not a count). Healthy: 0; "
+              "48, 64, 94, 95 are memory errors, 79 a GPU off the bus.", u.NoUnit,
+              (Query(gpus(q.m(M.DCGM_FI_DEV_XID_ERRORS)), by_node),), min=0, decimals=0),
+        Panel(TIMESERIES, "Hottest GPU per host", "Highest GPU temperature of each host of the "
+              "job. Healthy: steady and below the slowdown temperature (about 85 C).",
+              u.Celsius, (Query(gpus(q.m(M.DCGM_FI_DEV_GPU_TEMP)), by_node),)),
+        Panel(TIMESERIES, "GPUs held below full clocks, by reason", "GPUs of the job's hosts "
+              "whose clocks are held down, by NVML clock event reason. Healthy: none; thermal "
+              "or power brake on one GPU makes a straggler.", u.Short, reasons, min=0, decimals=0),
+        Panel(TIMESERIES, "Power per host", "Power draw of all GPUs of each host of the job. "
+              "Healthy: steady and alike across hosts.", u.Watt,
+              (Query(gpus(q.m(M.DCGM_FI_DEV_POWER_USAGE), "sum"), by_node),), min=0),
+    ))
+    return View(KEY, "Hardware", "Fabric and GPUs of one job: InfiniBand per host during "
+                "all-reduce against line rate, NCCL link recoveries, NVLink errors, ECC, XID, "
+                "temperature, clock reasons and power.", __name__.replace(".", "/") + ".py",
+                (fabric, health), variables=(RANK,))
