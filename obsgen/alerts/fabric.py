@@ -73,7 +73,7 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.allreduce_nodes), expr(f"""
             min {c.by(L.job_id, L.node)} (
               sum {c.by(L.job_id, L.rank)} ({allreduces})
-              * {c.on(L.job_id, L.rank)} group_left ({c.l(L.node)})
+              * {c.join((L.job_id, L.rank), (L.node,))}
               {rank_node}
             ) > 0
             > bool 0
@@ -82,7 +82,7 @@ def build(c: Ctx) -> Family:
             sum {c.by(L.node)} (
               label_replace(
                 {c.rate(M.node_infiniband_port_data_transmitted_bytes_total, '', rate)}
-                * {c.on(L.instance)} group_left ({c.l(L.nodename)})
+                * {c.join((L.instance,), (L.nodename,))}
                 {uname},
                 {quote(c.l(L.node))}, "$1", {quote(c.l(L.nodename))}, "(.+)"
               )
@@ -90,7 +90,7 @@ def build(c: Ctx) -> Family:
         """)),
         Record(c.rname(R.ib_tx_job_node), expr(f"""
             {c.r(R.allreduce_nodes)}
-            * {c.on(L.node)} group_left ()
+            * {c.join((L.node,))}
             {c.r(R.ib_tx_node)}
         """)),
         Record(c.rname(R.ib_tx_job_median), expr(f"""
@@ -115,7 +115,7 @@ def build(c: Ctx) -> Family:
             name="Train_IB_Asymmetry",
             expr=expr(f"""
                 {c.r(R.ib_tx_job_node)}
-                / {c.on(L.job_id)} group_left ()
+                / {c.join((L.job_id,))}
                 ({c.r(R.ib_tx_job_median)} > 0)
                 < {ratio}
             """),

@@ -80,13 +80,13 @@ def owned(c: Ctx, gpu_signal: str, host_signal: str) -> str:
     return "\n".join((
         "(",
         f"  {gpus}",
-        f"  * {c.on(L.node, L.gpu, L.UUID)} group_left ({c.l(L.signal)})",
+        f"  * {c.join((L.node, L.gpu, L.UUID), (L.signal,))}",
         f"  ({indent(gpu_signal)})",
         ")",
         "or",
         "(",
         f"  {c.r(R.job_nodes)} * 0",
-        f"  + {c.on(L.node)} group_left ({c.l(L.gpu)}, {c.l(L.UUID)}, {c.l(L.signal)})",
+        f"  + {c.join((L.node,), (L.gpu, L.UUID, L.signal))}",
         f"  ({indent(host_signal)})",
         f"  unless {c.on(L.node)}",
         f"  {gpus}",
@@ -101,7 +101,6 @@ def build(c: Ctx) -> Family:
     ecc_codes = " or ".join(f"{xid} == {number(code)}" for code in t["gpu_ecc_xids"])
     sm = per_gpu(c, c.m(M.DCGM_FI_PROF_SM_ACTIVE))
     ksm = c.m(M.kube_pod_labels, extra=(f'{c.l(L.label_job_id)}!=""',))
-    on_pod = c.on(L.namespace, L.pod)
     gpu_where = ("{{ with $labels.%s }}GPU {{ . }} {{ end }}"
                  "{{ with $labels.%s }}({{ . }}) {{ end }}") % (c.l(L.gpu), c.l(L.UUID))
 
@@ -118,7 +117,7 @@ def build(c: Ctx) -> Family:
             group {c.by(L.job_id, L.node, L.gpu, L.UUID)} (
               label_replace(
                 {to_node(c, c.m(M.DCGM_FI_DEV_GPU_TEMP, extra=(f'{c.l(L.pod)}!=""',)))}
-                * {on_pod} group_left ({c.l(L.label_job_id)})
+                * {c.join((L.namespace, L.pod), (L.label_job_id,))}
                 max {c.by(L.namespace, L.pod, L.label_job_id)} ({ksm}),
                 {quote(c.l(L.job_id))}, "$1", {quote(c.l(L.label_job_id))}, "(.+)"
               )
@@ -127,13 +126,13 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.sm_active_spread), expr(f"""
             stddev {c.by(L.job_id, L.node)} (
               {c.r(R.job_gpus)}
-              * {c.on(L.node, L.gpu, L.UUID)} group_left ()
+              * {c.join((L.node, L.gpu, L.UUID))}
               {sm}
             )
             or
             (
               {c.r(R.job_nodes)} * 0
-              + {c.on(L.node)} group_left ()
+              + {c.join((L.node,))}
               stddev {c.by(L.node)} ({sm})
               unless {c.on(L.node)}
               {c.r(R.job_gpus)}

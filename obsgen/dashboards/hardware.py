@@ -28,7 +28,7 @@ def build(env) -> View:
 
     def on_hosts(per_host: str) -> str:
         """A per-host expression (labelled node) for the job's hosts, labelled job_id."""
-        return f"{per_host}\n* {q.on(L.node)} group_left ({q.names(L.job_id)})\n{hosts}"
+        return f"{per_host}\n* {q.join((L.node,), (L.job_id,))}\n{hosts}"
 
     def gpus(e: str, agg: str = "max") -> str:
         """dcgm-exporter ``e`` per host (``agg`` over its GPUs), for the job's hosts."""
@@ -38,8 +38,8 @@ def build(env) -> View:
     def nodes(e: str) -> str:
         """node_exporter ``e`` per host (summed over devices and ports), for the job's hosts."""
         uname = f"max {q.by(L.instance, L.nodename)} ({q.m(M.node_uname_info)})"
-        return on_hosts(f"sum {q.by(L.node)} (label_replace({e}\n * {q.on(L.instance)} group_left "
-                        f'({nodename}) {uname}, {quote(node)}, "$1", {quote(nodename)}, "(.+)"))')
+        return on_hosts(f"sum {q.by(L.node)} (label_replace({e}\n * {q.join((L.instance,), (L.nodename,))} "
+                        f'{uname}, {quote(node)}, "$1", {quote(nodename)}, "(.+)"))')
 
     by_node = "{{%s}}" % node
     limit = cfg["thresholds"]["tp_sm_active_stddev"]
