@@ -100,14 +100,16 @@ def _fingerprints(families: list[Family]) -> dict[str, str]:
     index = Index.build(families, Config({"metrics": {}}, ""))
     out = {}
     for f in families:
-        for a in f.alerts:
+        for a in f.alerts:  # keyed by the definition's name: renames come with the passes
             records, _ = index.closure(a.expr)
-            out[a.name] = "\n".join([a.expr, a.summary, a.description] + [index.records[r] for r in records])
+            out[a.key] = "\n".join([a.expr, a.summary, a.description] + [index.records[r] for r in records])
     return out
 
 
 def tuning_keys(families: list[Family], cfg: Config, build) -> dict[str, list[str]]:
-    """Alert name -> config keys (``section.key``) whose change changes the alert."""
+    """Alert name -> config keys (``section.key``) whose change changes the alert.
+    ``build`` makes the definitions for a config (the passes are not needed: they do not
+    change expressions or annotation text)."""
     base = _fingerprints(families)
     keys: dict[str, list[str]] = {name: [] for name in base}
     for section in TUNED_SECTIONS:
@@ -116,12 +118,12 @@ def tuning_keys(families: list[Family], cfg: Config, build) -> dict[str, list[st
             for name, fp in base.items():
                 if changed.get(name) != fp:
                     keys[name].append(f"{section}.{key}")
-    return keys
+    return {a.name: keys[a.key] for f in families for a in f.alerts}
 
 
 # Rendering ------------------------------------------------------------------------------
 def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
-    from .pipeline import families as build_families  # the same pipeline, other configs
+    from .registry import build as build_families  # the definitions under perturbed configs
 
     env = _environment()
     ctx = Ctx(cfg)

@@ -87,11 +87,18 @@ def test_committed_generated_files_are_current():
 
 
 @pytest.mark.promtool
-def test_obsgen_test_runs_promtool_on_rules_and_fixtures(capsys):
-    code = main(["test", "--out", str(ROOT), "--fixtures", str(ROOT / "tests" / "promtool")])
-    out = capsys.readouterr().out
-    assert code == 0, out[-2000:]
-    assert out.count("SUCCESS") >= 10
+def test_obsgen_test_runs_promtool_on_rules_and_fixtures(tmp_path, capsys):
+    """`obsgen test` checks every rule file and runs the fixtures it is given (one here:
+    tests/test_promtool.py runs them all), and fails when a fixture fails."""
+    (tmp_path / "rules").symlink_to(ROOT / "rules")
+    fixtures = tmp_path / "tests" / "promtool"
+    fixtures.mkdir(parents=True)
+    text = (ROOT / "tests" / "promtool" / "gradients.yaml").read_text()
+    (fixtures / "gradients.yaml").write_text(text)
+    assert main(["test", "--out", str(tmp_path), "--fixtures", str(fixtures)]) == 0
+    assert capsys.readouterr().out.count("SUCCESS") >= 2
+    (fixtures / "gradients.yaml").write_text(text.replace("signal: grad_norm", "signal: loss", 1))
+    assert main(["test", "--out", str(tmp_path), "--fixtures", str(fixtures)]) == 1
 
 
 def test_module_entry_point_prints_usage():

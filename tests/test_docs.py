@@ -57,8 +57,16 @@ def test_docs_list_every_alert_and_metric():
         "bubble excess reads the factor and the rate window"])
 def test_config_keys_are_derived_from_the_rules(alert, keys):
     cfg = defaults()
-    derived = docs.tuning_keys(pipeline.families(cfg), cfg, pipeline.families)
+    derived = docs.tuning_keys(pipeline.families(cfg), cfg, registry.build)
     assert derived[alert] == keys
+
+
+def test_derived_keys_follow_a_renamed_alert(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("alerts: {Train_RankFailed: {name: Train_RanksDown}}\n")
+    cfg = config.load(f, alert_names=registry.alert_names())
+    derived = docs.tuning_keys(pipeline.families(cfg), cfg, registry.build)
+    assert derived["Train_RanksDown"] == ["windows.progress", "windows.memory"]
 
 
 BAD_DOCS = {
