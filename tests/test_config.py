@@ -109,10 +109,16 @@ def test_every_default_has_exactly_one_comment():
 
     src = inspect.getsource(config).split("DEFAULTS: dict[str, Any] = {", 1)[1].split("\n}\n", 1)[0]
     lines = src.splitlines()
+    inline = 0  # open brackets of a value that continues over several lines
     for i, line in enumerate(lines):
         stripped = line.strip()
+        opened = stripped.count("{") + stripped.count("[") - stripped.count("}") - stripped.count("]")
+        if inline:
+            inline += opened
+            continue
         if stripped.startswith('"') and ":" in stripped and not stripped.endswith("{"):
             assert lines[i - 1].strip().startswith("#"), f"no comment above: {stripped}"
+            inline = max(opened, 0)
 
 
 def test_missing_config_file_uses_defaults(tmp_path, monkeypatch):
