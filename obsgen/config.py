@@ -61,6 +61,10 @@ DEFAULTS: dict[str, Any] = {
         "restart_loop_restarts": 3,
         # Checkpoint write throughput (bytes per second spent writing) below which storage is slow.
         "checkpoint_write_bytes_per_second": 1.0e9,
+        # A rank last to arrive in more than this share of its group's aligned collectives is late.
+        "late_arrival_fraction": 0.75,
+        # Aligned collectives a rank needs in the late-arrival window before it is judged.
+        "late_arrival_min_collectives": 20,
     },
     "windows": {
         # Rate window for per-rank means; at least 4 scrape intervals.
@@ -89,6 +93,8 @@ DEFAULTS: dict[str, Any] = {
         "restart_loop": "1h",
         # Window over which checkpoint write throughput is measured (must hold a checkpoint).
         "checkpoint_throughput": "1h",
+        # Window in which a rank that arrives last in most collectives of a group is late.
+        "late_arrival": "15m",
     },
     # Team label value for each role; alerts route by role (platform: hardware, placement,
     # storage; workload: data, model, code).

@@ -372,6 +372,12 @@ RECORDED: dict[str, Recorded] = {
                  "median of the job's mean step time over the baseline window"),
         Recorded("eta", "job:train_eta:seconds", ("job_id",),
                  "time to completion: remaining steps x current mean step time"),
+        # nccl
+        Recorded("late_arrival_ratio",
+                 "job_rank_group:nccl_collective_last_arrival:ratio{late_arrival}",
+                 ("job_id", "rank", "group"),
+                 "share of the aligned collectives of a group the rank took part in that it "
+                 "arrived last in (only when enough were aligned)"),
     )
 }
 
