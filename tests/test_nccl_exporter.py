@@ -310,6 +310,7 @@ def test_state_of_another_job_is_not_restored(tmp_path):
     e.close()
     other = exporter(tmp_path, job_id="job-b")
     assert other.store.records == 0
+    assert other.drain() == e.store.records  # its offsets were not taken either
 
 
 # exposition ---------------------------------------------------------------------------

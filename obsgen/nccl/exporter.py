@@ -111,9 +111,14 @@ class Exporter:
             log.warning("%s: state version %r, expected %r; ignored", path, doc.get("version"),
                         STATE_VERSION)
             return
-        if not self._job_fixed and doc["metrics"].get("job_id") not in (None, UNKNOWN):
-            self.store.job_id = doc["metrics"]["job_id"]
+        saved_job = doc["metrics"].get("job_id")
+        if not self._job_fixed and saved_job not in (None, UNKNOWN):
+            self.store.job_id = saved_job
             self._job_fixed = True
+        if saved_job != self.store.job_id:
+            log.warning("%s: state of job %r, not %r; ignored (the files are read again)",
+                        path, saved_job, self.store.job_id)
+            return
         self.store.restore(doc["metrics"])
         self.follower.restore(doc["files"])
         self._saved_sn = {(k[0], int(k[1]), k[2], k[3]): int(v) for k, v in doc["last_sn"]}
