@@ -48,6 +48,10 @@ BAD = {
     "duplicate YAML keys are refused": (
         "thresholds:\n  straggler_ratio: 1.2\n  straggler_ratio: 1.3\n",
         "obsgen.yaml: line 3: invalid YAML: duplicate key 'straggler_ratio'"),
+    "two windows that would name one recorded series are refused": (
+        "windows:\n  grad_baseline: 2h\n  grad_long_baseline: 2h\n",
+        "obsgen.yaml: windows.grad_long_baseline: must differ from windows.grad_baseline ('2h'): "
+        "both would record job:train_grad_norm:median2h"),
     "a config that is not a mapping is refused": (
         "- a\n- b\n", "obsgen.yaml: (top level): must be a mapping, got list"),
     "an unknown dashboard format is refused": (
