@@ -50,6 +50,8 @@ class Metric:
     unit: str
     help: str
     emitter: str = INSTRUMENT
+    # Histogram bucket upper bounds (+Inf last); None means DEFAULT_BUCKETS.
+    buckets: tuple[float, ...] | None = None
 
 
 LABELS: dict[str, Label] = {
@@ -100,6 +102,14 @@ LABELS: dict[str, Label] = {
 _JRS = ("job_id", "rank", "stage")
 _DCGM = ("UUID", "gpu", "Hostname", "pod", "namespace", "container")
 _JROG = ("job_id", "rank", "op", "group")
+# Buckets of the NCCL sidecar's time histograms (duration, arrival skew, tail): 10 us .. 10 s,
+# 1-2.5-5 per decade. Kernel times below 10 us are launch overhead, not transfer.
+NCCL_SECONDS_BUCKETS = (1e-05, 2.5e-05, 5e-05, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                        0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf"))
+# Buckets of nccl_bus_bandwidth_gbytes_per_second in GB/s: a congested inter-node link
+# (single digits) up to NVLink 4/5 bus bandwidth (several hundred).
+NCCL_BUSBW_BUCKETS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0, 400.0,
+                      500.0, 750.0, 1000.0, float("inf"))
 
 METRICS: dict[str, Metric] = {
     m.key: m
@@ -111,7 +121,7 @@ METRICS: dict[str, Metric] = {
         Metric("nccl_collective_duration_seconds", HISTOGRAM, _JROG, "seconds",
                "time a collective ran on this rank: waiting for later peers plus transfer (from "
                "the sidecar: the Inspector's kernel time, coll_exec_time_us, buckets 10 us .. "
-               "10 s)", NCCL_SIDECAR),
+               "10 s)", NCCL_SIDECAR, NCCL_SECONDS_BUCKETS),
         Metric("pipeline_stage_seconds", HISTOGRAM, ("job_id", "rank", "stage", "phase"),
                "seconds", "busy time of the pipeline stage per step, by phase"),
         Metric("train_pipeline_stages", GAUGE, ("job_id", "rank"), "count",
@@ -228,7 +238,7 @@ METRICS: dict[str, Metric] = {
                NCCL_EXPORTER),
         Metric("nccl_bus_bandwidth_gbytes_per_second", HISTOGRAM, _JROG, "GB/s",
                "bus bandwidth of each recorded collective (Inspector coll_busbw_gbs)",
-               NCCL_EXPORTER),
+               NCCL_EXPORTER, NCCL_BUSBW_BUCKETS),
         Metric("nccl_collective_aligned_total", COUNTER, _JROG, "collectives",
                "collectives this rank took part in that the exporter joined across every "
                "rank of the communicator (by communicator, op and coll_sn)",
@@ -240,11 +250,11 @@ METRICS: dict[str, Metric] = {
         Metric("nccl_collective_arrival_skew_seconds", HISTOGRAM, ("job_id", "op", "group"),
                "seconds", "aligned collectives: latest minus earliest arrival of the ranks, "
                "from each rank's kernel time (host clocks are not used)",
-               NCCL_EXPORTER),
+               NCCL_EXPORTER, NCCL_SECONDS_BUCKETS),
         Metric("nccl_collective_tail_seconds", HISTOGRAM, ("job_id", "op", "group"), "seconds",
                "aligned collectives: time after the last rank arrived (the last arrival's "
                "kernel time), the better estimate of transfer time",
-               NCCL_EXPORTER),
+               NCCL_EXPORTER, NCCL_SECONDS_BUCKETS),
         Metric("nccl_communicator_ranks", GAUGE, ("job_id", "rank", "group", "node"), "count",
                "ranks in the communicator of this group the rank belongs to (smallest when "
                "the rank has several), labelled with the host its process runs on",
@@ -384,14 +394,6 @@ RECORDED: dict[str, Recorded] = {
 # Bucket boundaries of prometheus_client's default histogram (its DEFAULT_BUCKETS).
 DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
                    7.5, 10.0, float("inf"))
-# Buckets of the NCCL sidecar's time histograms (duration, arrival skew, tail): 10 us .. 10 s,
-# 1-2.5-5 per decade. Kernel times below 10 us are launch overhead, not transfer.
-NCCL_SECONDS_BUCKETS = (1e-05, 2.5e-05, 5e-05, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                        0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf"))
-# Buckets of nccl_bus_bandwidth_gbytes_per_second in GB/s: a congested inter-node link
-# (single digits) up to NVLink 4/5 bus bandwidth (several hundred).
-NCCL_BUSBW_BUCKETS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0, 400.0,
-                      500.0, 750.0, 1000.0, float("inf"))
 
 
 class _Names:

@@ -15,11 +15,14 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
 from prometheus_client.utils import floatToGoString
 
-from ..contract import (COUNTER, GAUGE, HISTOGRAM, M, NCCL_BUSBW_BUCKETS,
-                        NCCL_SECONDS_BUCKETS, Metric)
+from ..contract import COUNTER, GAUGE, HISTOGRAM, M, Metric
 
-_SECONDS = NCCL_SECONDS_BUCKETS[:-1]  # finite upper bounds; +Inf is the count
-_BUSBW = NCCL_BUSBW_BUCKETS[:-1]
+# Finite upper bounds from the contract; +Inf is the count. The skew and tail histograms
+# share the duration's buckets.
+_SECONDS = M.nccl_collective_duration_seconds.buckets[:-1]
+_BUSBW = M.nccl_bus_bandwidth_gbytes_per_second.buckets[:-1]
+assert (M.nccl_collective_arrival_skew_seconds.buckets[:-1] == _SECONDS
+        == M.nccl_collective_tail_seconds.buckets[:-1])
 
 
 class _Hist:
