@@ -139,7 +139,10 @@ CORRUPT = [
     ("regex RE2 lacks", lambda c: c.setdefault("selector", {}).update({"env": {"=~": "(?=x)"}}), "selector.env.=~"),
     ("unknown alert", lambda c: c.setdefault("alerts", {}).update({"Train_Nope": {}}), "alerts"),
     ("unknown severity", lambda c: c.setdefault("alerts", {}).update({"Train_RankFailed": {"severity": "page"}}), "alerts.Train_RankFailed.severity"),
-    ("for beyond the memory", lambda c: (c.setdefault("windows", {}).update({"memory": "1h"}),
+    # (with Train_RankFailed's family rendered: an override of an alert that is not
+    # rendered is not checked against its windows)
+    ("for beyond the memory", lambda c: (c.pop("families", None),
+                                         c.setdefault("windows", {}).update({"memory": "1h"}),
                                          c.setdefault("alerts", {}).update({"Train_RankFailed": {"for": "2h"}})), "alerts.Train_RankFailed.for"),
     ("unknown format", lambda c: c.update({"format": "nagios"}), "format"),
     ("list instead of a mapping", lambda c: c.update({"teams": ["platform"]}), "teams"),
