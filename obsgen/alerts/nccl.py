@@ -72,7 +72,7 @@ def build(c: Ctx) -> Family:
             name="Train_Straggler_LateArrival",
             expr=expr(f"""
                 ({ratio} > {c.t('late_arrival_fraction')})
-                * {c.on(L.job_id, L.rank)} group_left ({c.l(L.node)})
+                * {c.join((L.job_id, L.rank), (L.node,))}
                 {_current_node(c)}
             """),
             for_="0s",
