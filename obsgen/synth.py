@@ -28,7 +28,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from .contract import DEFAULT_BUCKETS, HISTOGRAM, L, M, METRICS
+from .contract import DEFAULT_BUCKETS, L, M
 
 STALE = "stale"
 
@@ -396,7 +396,7 @@ class _Sim:
         self._inc(rank, base + "_count", n, **extra)
         self._inc(rank, base + "_sum", max(total, 0.0), **extra)
         sd = max(sd, 1e-9)
-        for le, label in _BUCKETS.get(base, _DEFAULT):
+        for le, label in _BUCKETS:
             share = 1.0 if le == math.inf else _phi((le - mean) / sd)
             self._inc(rank, base + "_bucket", round(n * share), le=label, **extra)
 
@@ -523,7 +523,7 @@ def _le(le: float) -> str:
     return "+Inf" if math.isinf(le) else repr(float(le))
 
 
-_DEFAULT = tuple((le, _le(le)) for le in DEFAULT_BUCKETS)
-# Metrics whose contract gives other buckets than prometheus_client's default.
-_BUCKETS = {m.key: tuple((le, _le(le)) for le in m.buckets) for m in METRICS.values()
-            if m.type == HISTOGRAM and m.buckets}
+# Every histogram with prometheus_client's default buckets, the NCCL sidecar's too (whose
+# contract buckets are finer): rules read _sum and _count only, and the fixtures of the
+# families that carry nccl_collective_duration_seconds stay as they were.
+_BUCKETS = tuple((le, _le(le)) for le in DEFAULT_BUCKETS)
