@@ -14,7 +14,7 @@ export OBSGEN_GRAFANA_SCHEMAS := $(GRAFANA_SCHEMAS)
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help render check test lint fuzz fixtures golden tools clean
+.PHONY: help render check test lint fuzz fixtures golden tools bench clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -48,6 +48,9 @@ fixtures: $(STAMP) ## regenerate tests/promtool/*.yaml from the case tables
 
 golden: $(STAMP) ## refresh golden files after an intended change
 	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_render.py tests/test_dashboards.py
+
+bench: $(STAMP) ## benchmarks: NCCL sidecar parse throughput and memory bound
+	$(BIN)/python -m benchmarks.nccl_parse
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

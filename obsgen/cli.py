@@ -1,4 +1,4 @@
-"""Command line: obsgen render | check | test.
+"""Command line: obsgen render | check | test | nccl-exporter.
 
 Exit codes: 0 success, 1 stale files or failing tests, 2 bad input (config, usage) or a
 missing tool. Errors are one line each on stderr; nothing is written on error.
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from . import config, output, pipeline, promtool, registry, targets
+from .nccl import exporter as nccl_exporter
 from .passes import DefinitionError
 
 
@@ -122,6 +123,8 @@ COMMANDS = {
     "check": ("fail when generated files under --out are stale", _common, cmd_check),
     "test": ("promtool check and test the rendered rules", _test_args, cmd_test),
     "plan": ("series a job of N ranks creates, to size Prometheus", _plan_args, cmd_plan),
+    "nccl-exporter": ("follow NCCL Inspector dumps and serve them as Prometheus metrics",
+                      nccl_exporter.add_arguments, nccl_exporter.run),
 }
 
 

@@ -61,6 +61,10 @@ DEFAULTS: dict[str, Any] = {
         "restart_loop_restarts": 3,
         # Checkpoint write throughput (bytes per second spent writing) below which storage is slow.
         "checkpoint_write_bytes_per_second": 1.0e9,
+        # A rank last to arrive in more than this share of its group's aligned collectives is late.
+        "late_arrival_fraction": 0.75,
+        # Aligned collectives a rank needs in the late-arrival window before it is judged.
+        "late_arrival_min_collectives": 20,
     },
     "windows": {
         # Rate window for per-rank means; at least 4 scrape intervals.
@@ -89,6 +93,8 @@ DEFAULTS: dict[str, Any] = {
         "restart_loop": "1h",
         # Window over which checkpoint write throughput is measured (must hold a checkpoint).
         "checkpoint_throughput": "1h",
+        # Window in which a rank that arrives last in most collectives of a group is late.
+        "late_arrival": "15m",
     },
     # Team label value for each role; alerts route by role (platform: hardware, placement,
     # storage; workload: data, model, code).
@@ -312,6 +318,21 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
         for key, value in data.get(section, {}).items():
             if isinstance(value, str) and seconds(value) <= 0:
                 out.append((f"{section}.{key}", f"must be a duration above zero, got {value!r}"))
+    # Windows appear in recorded-series names: two windows of one metric set equal would
+    # make two rules write one series.
+    windows = {**DEFAULTS["windows"], **data.get("windows", {})}
+    written: dict[str, str] = {}
+    for rec in contract.RECORDED.values():
+        fields = re.findall(r"\{(\w+)\}", rec.name)
+        if not fields or not all(isinstance(windows.get(f), str) for f in fields):
+            continue
+        name = rec.name.format(**windows)
+        if name in written and written[name] != fields[0]:
+            mine = fields[0] if fields[0] in data.get("windows", {}) else written[name]
+            other = written[name] if mine == fields[0] else fields[0]
+            out.append((f"windows.{mine}", f"must differ from windows.{other} "
+                        f"({windows[other]!r}): both would record {name}"))
+        written.setdefault(name, fields[0])
     if data.get("rule_interval") and seconds(data["rule_interval"]) <= 0:
         out.append(("rule_interval", f"must be a duration above zero, got {data['rule_interval']!r}"))
     for label, value in data.get("selector", {}).items():

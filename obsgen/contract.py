@@ -22,7 +22,9 @@ COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 # Emitters, named once so docs and the plan say who produces each series.
 INSTRUMENT = "obsgen.instrument (the training process, one endpoint per rank)"
 NCCL_SIDECAR = ("obsgen.instrument (wrapping torch.distributed calls) or the NCCL sidecar "
-                "(obsgen nccl-exporter, from NCCL Inspector or debug logs)")
+                "(obsgen nccl-exporter, from NCCL Inspector dumps)")
+NCCL_EXPORTER = ("obsgen nccl-exporter (sidecar reading NCCL Inspector dumps, one per pod "
+                 "or node; see obsgen.nccl)")
 DCGM = ("NVIDIA dcgm-exporter, one endpoint per GPU host; enable the field in its counters "
         "CSV where the default CSV has it commented out")
 DCGM_PROF = DCGM + " (a DCP profiling field: datacenter GPUs only)"
@@ -48,6 +50,8 @@ class Metric:
     unit: str
     help: str
     emitter: str = INSTRUMENT
+    # Histogram bucket upper bounds (+Inf last); None means DEFAULT_BUCKETS.
+    buckets: tuple[float, ...] | None = None
 
 
 LABELS: dict[str, Label] = {
@@ -60,7 +64,9 @@ LABELS: dict[str, Label] = {
                       "name from the downward API, not the pod's hostname)"),
         Label("phase", "forward or backward, on pipeline stage timings"),
         Label("op", "collective operation, e.g. AllReduce, AllGather, ReduceScatter"),
-        Label("group", "parallel group of a collective: dp, tp, pp, ep, cp, fsdp or unknown"),
+        Label("group", "parallel group of a collective: dp, tp, pp, ep, cp, fsdp (or another "
+                       "name the job declares), unknown when neither the job's group map nor "
+                       "a configured rule names it"),
         Label("expert", "index of a mixture-of-experts expert"),
         Label("UUID", "GPU UUID (GPU-...) as dcgm-exporter publishes it; joins GPU series to ranks"),
         Label("gpu", "GPU index on its host, as dcgm-exporter publishes it"),
@@ -95,6 +101,15 @@ LABELS: dict[str, Label] = {
 
 _JRS = ("job_id", "rank", "stage")
 _DCGM = ("UUID", "gpu", "Hostname", "pod", "namespace", "container")
+_JROG = ("job_id", "rank", "op", "group")
+# Buckets of the NCCL sidecar's time histograms (duration, arrival skew, tail): 10 us .. 10 s,
+# 1-2.5-5 per decade. Kernel times below 10 us are launch overhead, not transfer.
+NCCL_SECONDS_BUCKETS = (1e-05, 2.5e-05, 5e-05, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                        0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf"))
+# Buckets of nccl_bus_bandwidth_gbytes_per_second in GB/s: a congested inter-node link
+# (single digits) up to NVLink 4/5 bus bandwidth (several hundred).
+NCCL_BUSBW_BUCKETS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0, 400.0,
+                      500.0, 750.0, 1000.0, float("inf"))
 
 METRICS: dict[str, Metric] = {
     m.key: m
@@ -103,8 +118,10 @@ METRICS: dict[str, Metric] = {
                "wall time of one training step (equal on all ranks of a synchronous job)"),
         Metric("train_compute_seconds", HISTOGRAM, _JRS, "seconds",
                "local forward+backward time before the rank reaches the gradient collective"),
-        Metric("nccl_collective_duration_seconds", HISTOGRAM, ("job_id", "rank", "op", "group"),
-               "seconds", "time inside a collective: waiting for peers plus transfer"),
+        Metric("nccl_collective_duration_seconds", HISTOGRAM, _JROG, "seconds",
+               "time a collective ran on this rank: waiting for later peers plus transfer (from "
+               "the sidecar: the Inspector's kernel time, coll_exec_time_us, buckets 10 us .. "
+               "10 s)", NCCL_SIDECAR, NCCL_SECONDS_BUCKETS),
         Metric("pipeline_stage_seconds", HISTOGRAM, ("job_id", "rank", "stage", "phase"),
                "seconds", "busy time of the pipeline stage per step, by phase"),
         Metric("train_pipeline_stages", GAUGE, ("job_id", "rank"), "count",
@@ -155,9 +172,11 @@ METRICS: dict[str, Metric] = {
                "tokens routed to an expert, summed over the MoE layers, counted by the rank "
                "that hosts the expert"),
         # Communication volume and fabric events.
-        Metric("nccl_collective_bytes_total", COUNTER, ("job_id", "rank", "op", "group"), "bytes",
-               "bytes a rank sent in collectives, by operation and parallel group",
-               emitter=NCCL_SIDECAR),
+        Metric("nccl_collective_bytes_total", COUNTER, _JROG, "bytes",
+               "message size of a rank's collectives as NCCL counts it (count x datatype size: "
+               "the whole buffer for AllReduce, Broadcast and Reduce, one rank's part for "
+               "AllGather and ReduceScatter, the message for Send and Recv); from the sidecar, "
+               "the collectives the Inspector recorded", emitter=NCCL_SIDECAR),
         Metric("nccl_link_recovery_total", COUNTER, ("job_id", "rank"), "recoveries",
                "link failures NCCL (2.27+ resilient collectives) recovered from without aborting",
                emitter=NCCL_SIDECAR),
@@ -209,6 +228,54 @@ METRICS: dict[str, Metric] = {
         # Alerts, as Prometheus writes them.
         Metric("ALERTS", GAUGE, ("alertname", "alertstate", "job_id", "severity"), "info",
                "1 for every pending or firing alert, with the alert's labels", emitter=RULER),
+        # NCCL sidecar (obsgen.nccl): per rank, op and group of each recorded collective.
+        # Only collectives the Inspector wrote a record for are counted; see
+        # obsgen_nccl_collectives_unrecorded_total for the ones it skipped.
+        Metric("nccl_collective_bus_bytes_total", COUNTER, _JROG, "bytes",
+               "bytes the rank moved over its links by NCCL's bus-bandwidth model "
+               "(AllReduce 2(n-1)/n x size, AllGather and ReduceScatter (n-1) x size, others "
+               "1 x size): what a parallel group costs the fabric",
+               NCCL_EXPORTER),
+        Metric("nccl_bus_bandwidth_gbytes_per_second", HISTOGRAM, _JROG, "GB/s",
+               "bus bandwidth of each recorded collective (Inspector coll_busbw_gbs)",
+               NCCL_EXPORTER, NCCL_BUSBW_BUCKETS),
+        Metric("nccl_collective_aligned_total", COUNTER, _JROG, "collectives",
+               "collectives this rank took part in that the exporter joined across every "
+               "rank of the communicator (by communicator, op and coll_sn)",
+               NCCL_EXPORTER),
+        Metric("nccl_collective_last_arrival_total", COUNTER, _JROG, "collectives",
+               "aligned collectives in which this rank arrived last, by more than the "
+               "exporter's arrival resolution (the critical rank of that collective)",
+               NCCL_EXPORTER),
+        Metric("nccl_collective_arrival_skew_seconds", HISTOGRAM, ("job_id", "op", "group"),
+               "seconds", "aligned collectives: latest minus earliest arrival of the ranks, "
+               "from each rank's kernel time (host clocks are not used)",
+               NCCL_EXPORTER, NCCL_SECONDS_BUCKETS),
+        Metric("nccl_collective_tail_seconds", HISTOGRAM, ("job_id", "op", "group"), "seconds",
+               "aligned collectives: time after the last rank arrived (the last arrival's "
+               "kernel time), the better estimate of transfer time",
+               NCCL_EXPORTER, NCCL_SECONDS_BUCKETS),
+        Metric("nccl_communicator_ranks", GAUGE, ("job_id", "rank", "group", "node"), "count",
+               "ranks in the communicator of this group the rank belongs to (smallest when "
+               "the rank has several), labelled with the host its process runs on",
+               NCCL_EXPORTER),
+        Metric("obsgen_nccl_records_total", COUNTER, ("job_id",), "records",
+               "Inspector records the exporter parsed", NCCL_EXPORTER),
+        Metric("obsgen_nccl_parse_errors_total", COUNTER, ("job_id",), "lines",
+               "malformed Inspector lines skipped (not JSON, missing or invalid fields, or cut "
+               "off and never completed before the file was truncated or removed)",
+               NCCL_EXPORTER),
+        Metric("obsgen_nccl_collectives_unrecorded_total", COUNTER, _JROG, "collectives",
+               "collectives the Inspector wrote no record for (gaps in coll_sn: it writes only "
+               "the latest collective of a communicator per dump interval)",
+               NCCL_EXPORTER),
+        Metric("obsgen_nccl_alignment_incomplete_total", COUNTER, ("job_id", "group"),
+               "collectives", "collectives whose alignment state expired before every rank's "
+               "record arrived", NCCL_EXPORTER),
+        Metric("obsgen_nccl_alignment_pending", GAUGE, ("job_id",), "collectives",
+               "collectives waiting for the records of more ranks (bounded)", NCCL_EXPORTER),
+        Metric("obsgen_nccl_files", GAUGE, ("job_id",), "files",
+               "Inspector dump files the exporter follows", NCCL_EXPORTER),
     )
 }
 
@@ -315,6 +382,12 @@ RECORDED: dict[str, Recorded] = {
                  "median of the job's mean step time over the baseline window"),
         Recorded("eta", "job:train_eta:seconds", ("job_id",),
                  "time to completion: remaining steps x current mean step time"),
+        # nccl
+        Recorded("late_arrival_ratio",
+                 "job_rank_group:nccl_collective_last_arrival:ratio{late_arrival}",
+                 ("job_id", "rank", "group"),
+                 "share of the aligned collectives of a group the rank took part in that it "
+                 "arrived last in (only when enough were aligned)"),
     )
 }
 

@@ -4,8 +4,8 @@ platform team can size Prometheus before the run.
 Each contract metric's scope follows from its labels: with ``rank`` it is per rank, with
 a GPU ``UUID`` (and no rank) per GPU, with an HCA ``device`` or ``nodename`` per host;
 ``ALERTS`` is left out. Labels beyond the scope fan out by the job's shape (pipeline
-phases, collectives per parallel group, local experts); a histogram is 15 default
-buckets + _sum + _count = 17 series per label set. Recorded series count per rank, per
+phases, collectives per parallel group, local experts); a histogram is its buckets
+(15 by default, 20 for the NCCL sidecar's times) + _sum + _count series per label set. Recorded series count per rank, per
 stage or per job from their labels.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from . import config, contract
 from .contract import HISTOGRAM, L, M
 
-SERIES_PER_HISTOGRAM = len(contract.DEFAULT_BUCKETS) + 2
+SERIES_PER_HISTOGRAM = len(contract.DEFAULT_BUCKETS) + 2  # with the default buckets
 BYTES_PER_SERIES = 4096  # rough Prometheus head cost of an active series (memory)
 
 
@@ -82,7 +82,8 @@ def plan(s: Shape, windows: dict[str, str] | None = None) -> list[Line]:
         scope = _scope(m)
         if scope is None:
             continue
-        per = _fan_out(m, s) * (SERIES_PER_HISTOGRAM if m.type == HISTOGRAM else 1)
+        per = _fan_out(m, s) * (len(m.buckets or contract.DEFAULT_BUCKETS) + 2
+                                if m.type == HISTOGRAM else 1)
         if m in (M.job_recovery_seconds, M.job_checkpoint_age_at_failure_seconds) or (
                 m in (M.train_grad_norm, M.train_loss) and not s.all_ranks_report_loss):
             lines.append(Line(m.key, m.type, "job", per, per))

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from .alerts import (checkpoints, fabric, gpus, gradients, pipeline, progress, ranks,
-                     recovery, stragglers)
+from .alerts import (checkpoints, fabric, gpus, gradients, nccl, pipeline, progress,
+                     ranks, recovery, stragglers)
 from .config import Config, DEFAULTS
 from .model import Family
 from .promql import Ctx
 
 FAMILIES: tuple[ModuleType, ...] = (stragglers, gradients, pipeline, checkpoints, ranks,
-                                    gpus, fabric, recovery, progress)
+                                    gpus, fabric, recovery, progress, nccl)
 
 
 def by_name() -> dict[str, ModuleType]:

@@ -15,6 +15,10 @@ they all see the same physics:
   change with the new processes; vanished targets get staleness markers, as Prometheus
   writes them.
 
+* With ``nccl`` set, the NCCL sidecar's series (``obsgen nccl-exporter``, one per node)
+  come along: each node's ranks form one communicator, and in every aligned collective
+  the rank whose compute finished last arrives last (noise decides between equals).
+
 Time is in seconds from 0. ``Job.run()`` yields one ``Scrape`` per scrape interval.
 """
 from __future__ import annotations
@@ -104,6 +108,27 @@ class Restart:
     gap: float = 180.0
 
 
+@dataclass(frozen=True)
+class ExporterRestart:
+    """The NCCL sidecar exits at ``at`` and comes back ``gap`` seconds later without its
+    saved state: its counters start from zero (the training goes on)."""
+    at: float
+    gap: float = 60.0
+
+
+@dataclass(frozen=True)
+class NcclExporter:
+    """``obsgen nccl-exporter`` on every node, aligning the node's ranks (one ``group``
+    communicator per node) in ``aligned_per_step`` collectives of each step."""
+    group: str = "tp"
+    op: str = "AllReduce"
+    aligned_per_step: int = 4
+    bytes_per_collective: float = float(64 << 20)
+    resolution: float = 25e-6  # the exporter's --arrival-resolution-us, in seconds
+    scrape_job: str = "nccl-exporter"
+    port: int = 9410
+
+
 # Job ----------------------------------------------------------------------------------
 @dataclass
 class Job:
@@ -135,6 +160,7 @@ class Job:
     scrape_job: str = "training"
     seed: int = 1
     faults: tuple = ()
+    nccl: NcclExporter | None = None  # serve the NCCL sidecar's series too
 
     def run(self, until: float) -> Iterator["Scrape"]:
         return _Sim(self).run(until)
@@ -177,6 +203,10 @@ class _Sim:
         self.live: set[tuple] = set()
         self._base: dict[tuple[int, int], dict[str, str]] = {}
         self._keys: dict[tuple, tuple] = {}
+        # NCCL sidecar: its own random stream, so jobs without it draw exactly as before.
+        self.nrng = random.Random(job.seed * 7919 + 17)
+        self.ncounters: dict[tuple, float] = {}
+        self.exporter_gen = 0
 
     # physics --------------------------------------------------------------------------
     def stage_of(self, rank: int) -> int:
@@ -256,6 +286,7 @@ class _Sim:
             self.gen = len(due)
             for c in self.counters:
                 c.clear()
+            self.ncounters.clear()
             self.proc_start = f.at + f.gap
             self.step = self.last_ckpt_step
             self.step_frac = 0.0
@@ -310,6 +341,8 @@ class _Sim:
             n = j.planned_steps - self.step
             self.completed_at = t1
         self.step += n
+        if j.nccl is not None and not self.exporter_down(t1):
+            self.nccl_advance(n, means, tm)
         for r in range(j.ranks):
             if self.lost(r, tm):
                 continue
@@ -400,6 +433,63 @@ class _Sim:
                 for phase in ("forward", "backward"):
                     self._observe(r, M.pipeline_stage_seconds.key, 0, 0.0, 1.0, 1.0, phase=phase)
 
+    # NCCL sidecar ----------------------------------------------------------------------
+    def exporter_down(self, t: float) -> bool:
+        restarts = [f for f in self.j.faults if isinstance(f, ExporterRestart)]
+        due = sum(1 for f in restarts if f.at + f.gap <= t)
+        if due > self.exporter_gen:  # back without its state: counters from zero
+            self.exporter_gen = due
+            self.ncounters.clear()
+        return any(f.at <= t < f.at + f.gap for f in restarts)
+
+    def _nkey(self, rank: int, name: str, **extra: str) -> tuple:
+        j = self.j
+        node = rank // j.ranks_per_node + self.gen * -(-j.ranks // j.ranks_per_node)
+        labels = {L.job.key: j.nccl.scrape_job,
+                  L.instance.key: f"10.{j.subnet}.{self.gen * 16 + node // 250}.{node % 250 + 1}:{j.nccl.port}",
+                  L.job_id.key: j.job_id, L.rank.key: str(rank), **extra}
+        return tuple(sorted({"__name__": name, **labels}.items()))
+
+    def _ninc(self, rank: int, name: str, by: float) -> None:
+        nc = self.j.nccl
+        key = self._nkey(rank, name, **{L.op.key: nc.op, L.group.key: nc.group})
+        self.ncounters[key] = self.ncounters.get(key, 0.0) + by
+
+    def nccl_advance(self, steps: int, means: list[float], t: float) -> None:
+        """``steps`` steps of aligned collectives on every node's communicator."""
+        j, nc = self.j, self.j.nccl
+        for first in range(0, j.ranks, j.ranks_per_node):
+            members = [r for r in range(first, min(first + j.ranks_per_node, j.ranks))
+                       if not self.lost(r, t)]
+            if len(members) < 2:
+                continue
+            count = steps * nc.aligned_per_step
+            last: dict[int, int] = {}
+            for _ in range(count):
+                arrive = sorted((means[r] * (1 + j.noise * self.nrng.gauss(0, 1)), r)
+                                for r in members)
+                if arrive[-1][0] - arrive[-2][0] >= nc.resolution:
+                    last[arrive[-1][1]] = last.get(arrive[-1][1], 0) + 1
+            for r in members:
+                self._ninc(r, M.nccl_collective_aligned_total.key, count)
+                self._ninc(r, M.nccl_collective_last_arrival_total.key, last.get(r, 0))
+                self._ninc(r, M.nccl_collective_bytes_total.key, count * nc.bytes_per_collective)
+
+    def nccl_samples(self) -> dict[tuple, float]:
+        j, nc = self.j, self.j.nccl
+        if not self.ncounters:  # every series from the exporter's start, at 0
+            for r in range(j.ranks):
+                for m in (M.nccl_collective_aligned_total, M.nccl_collective_last_arrival_total,
+                          M.nccl_collective_bytes_total):
+                    self._ninc(r, m.key, 0)
+        out = dict(self.ncounters)
+        for r in range(j.ranks):
+            node = r // j.ranks_per_node + self.gen * -(-j.ranks // j.ranks_per_node)
+            size = min(j.ranks_per_node, j.ranks - r // j.ranks_per_node * j.ranks_per_node)
+            out[self._nkey(r, M.nccl_communicator_ranks.key, **{
+                L.group.key: nc.group, L.node.key: f"gpu-node-{node:03d}"})] = float(size)
+        return out
+
     def run(self, until: float) -> Iterator[Scrape]:
         j = self.j
         t = j.start
@@ -418,6 +508,8 @@ class _Sim:
                         continue
                     scrape.samples.update(self.gauges(r, grad, loss))
                     scrape.samples.update(self.counters[r])
+                if j.nccl is not None and not self.exporter_down(t):
+                    scrape.samples.update(self.nccl_samples())
                 now = set(scrape.samples)
             for key in self.live - now:
                 scrape.samples[key] = STALE
@@ -431,4 +523,7 @@ def _le(le: float) -> str:
     return "+Inf" if math.isinf(le) else repr(float(le))
 
 
+# Every histogram with prometheus_client's default buckets, the NCCL sidecar's too (whose
+# contract buckets are finer): rules read _sum and _count only, and the fixtures of the
+# families that carry nccl_collective_duration_seconds stay as they were.
 _BUCKETS = tuple((le, _le(le)) for le in DEFAULT_BUCKETS)

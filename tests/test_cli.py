@@ -17,8 +17,8 @@ def test_render_then_check_is_clean(tmp_path, capsys):
     assert main(["render", "--out", str(tmp_path)]) == 0
     assert main(["check", "--out", str(tmp_path)]) == 0
     assert sorted(p.name for p in (tmp_path / "rules").iterdir()) == [
-        "checkpoints.yaml", "fabric.yaml", "gpus.yaml", "gradients.yaml", "pipeline.yaml",
-        "progress.yaml", "ranks.yaml", "recovery.yaml", "stragglers.yaml"]
+        "checkpoints.yaml", "fabric.yaml", "gpus.yaml", "gradients.yaml", "nccl.yaml",
+        "pipeline.yaml", "progress.yaml", "ranks.yaml", "recovery.yaml", "stragglers.yaml"]
 
 
 def test_render_twice_changes_no_byte_and_no_mtime(tmp_path):

@@ -48,6 +48,10 @@ BAD = {
     "duplicate YAML keys are refused": (
         "thresholds:\n  straggler_ratio: 1.2\n  straggler_ratio: 1.3\n",
         "obsgen.yaml: line 3: invalid YAML: duplicate key 'straggler_ratio'"),
+    "two windows that would name one recorded series are refused": (
+        "windows:\n  grad_baseline: 2h\n  grad_long_baseline: 2h\n",
+        "obsgen.yaml: windows.grad_long_baseline: must differ from windows.grad_baseline ('2h'): "
+        "both would record job:train_grad_norm:median2h"),
     "a config that is not a mapping is refused": (
         "- a\n- b\n", "obsgen.yaml: (top level): must be a mapping, got list"),
     "an unknown dashboard format is refused": (
@@ -109,10 +113,16 @@ def test_every_default_has_exactly_one_comment():
 
     src = inspect.getsource(config).split("DEFAULTS: dict[str, Any] = {", 1)[1].split("\n}\n", 1)[0]
     lines = src.splitlines()
+    inline = 0  # open brackets of a value that continues over several lines
     for i, line in enumerate(lines):
         stripped = line.strip()
+        opened = stripped.count("{") + stripped.count("[") - stripped.count("}") - stripped.count("]")
+        if inline:
+            inline += opened
+            continue
         if stripped.startswith('"') and ":" in stripped and not stripped.endswith("{"):
             assert lines[i - 1].strip().startswith("#"), f"no comment above: {stripped}"
+            inline = max(opened, 0)
 
 
 def test_missing_config_file_uses_defaults(tmp_path, monkeypatch):

@@ -15,15 +15,17 @@ def totals(shape: Shape) -> dict[str, int]:
 
 
 def test_a_dense_data_parallel_job_of_8_ranks_by_hand():
-    # Per rank: 4 histograms (step, compute, collective time, exposed comm) x 17 series,
-    # 9 gauges, 5 counters (checkpoints, checkpoint seconds, checkpoint bytes, collective
-    # bytes, link recoveries) = 82. From one rank: grad norm, loss, recovery time and
-    # checkpoint age at failure = 4. One host of 8 GPUs: 11 DCGM series per GPU = 88,
-    # 8 HCAs x 3 + uname = 25, its pod's kube_pod_labels = 1. Recorded: 5 per rank, 2 per
-    # stage, 20 per job, 5 per host, 3 per GPU (at most: the error records exist only for
-    # GPUs with errors).
-    assert totals(Shape(ranks=8)) == {"scraped": 82 * 8 + 4 + 88 + 25 + 1,
-                                      "recorded": 5 * 8 + 2 + 20 + 5 + 3 * 8, "per_rank": 82}
+    # Per rank: 3 histograms (step, compute, exposed comm) x 17 series, collective time
+    # (the sidecar's 20 buckets) 22, bus bandwidth (16 buckets) 18; 10 gauges (with the
+    # communicator size); 9 counters (checkpoints, checkpoint seconds, checkpoint bytes,
+    # collective bytes, link recoveries, bus bytes, aligned, last arrivals, unrecorded)
+    # = 110. From one rank: grad norm, loss, recovery time and checkpoint age at failure
+    # = 4. One host of 8 GPUs: 11 DCGM series per GPU = 88, 8 HCAs x 3 + uname = 25, its
+    # pod's kube_pod_labels = 1, the sidecar's skew and tail histograms 2 x 22 and 5
+    # exporter series = 49. Recorded: 6 per rank, 2 per stage, 20 per job, 5 per host, 3
+    # per GPU (at most: the error records exist only for GPUs with errors).
+    assert totals(Shape(ranks=8)) == {"scraped": 110 * 8 + 4 + 88 + 25 + 1 + 49,
+                                      "recorded": 6 * 8 + 2 + 20 + 5 + 3 * 8, "per_rank": 110}
 
 
 def test_cost_is_linear_in_ranks():
@@ -34,7 +36,9 @@ def test_cost_is_linear_in_ranks():
 
 def test_pipeline_parallelism_adds_stage_timings_and_p2p():
     base, pp = totals(Shape(ranks=1024)), totals(Shape(ranks=1024, pp=4))
-    assert pp["per_rank"] - base["per_rank"] == 2 * 17 + 2 * 17 + 2  # phases, send/recv time, bytes
+    # Stage phases 2 x 17; per new (op, group) pair (send, recv): collective time 22, bus
+    # bandwidth 18, bytes, bus bytes, aligned, last arrivals, unrecorded, communicator size.
+    assert pp["per_rank"] - base["per_rank"] == 2 * 17 + 2 * (22 + 18 + 6)
 
 
 def test_cli_prints_the_total(capsys):

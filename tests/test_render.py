@@ -79,7 +79,7 @@ def test_alert_names_are_the_interface():
         "Train_NoCheckpoints", "Train_CheckpointOverhead", "Train_RankFailed",
         "Train_TP_Imbalance", "Train_GPU_ECC", "Train_NCCL_LinkRecovery", "Train_IB_Asymmetry",
         "Train_RestartLoop", "Train_CheckpointStorage_Slow", "Train_StepTime_Regression",
-        "Train_ETA_Slip"]
+        "Train_ETA_Slip", "Train_Straggler_LateArrival"]
 
 
 def test_recorded_series_follow_level_metric_operation():

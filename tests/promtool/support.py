@@ -145,6 +145,8 @@ def render_template(text: str, labels: dict[str, str], value: float | str) -> st
             out.append(go_float(value))
         elif action == "$value | humanize":
             out.append(humanize(value))
+        elif action == "$value | humanizePercentage":
+            out.append("%.4g%%" % (value * 100))
         elif action == "$value | humanizeDuration":
             out.append(humanize_duration(value))
         elif (pm := re.fullmatch(r'printf "(%[^"]*)" \$value', action)):

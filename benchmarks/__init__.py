@@ -1,0 +1,2 @@
+"""Benchmarks: `make bench`. They print measurements and ratios against a baseline taken
+in the same run; nothing here asserts a time."""

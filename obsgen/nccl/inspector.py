@@ -1,0 +1,140 @@
+"""NCCL Inspector records: the JSON-lines format (see ``obsgen.nccl`` for the sources) and
+a strict, fast parser. ``parse`` returns a ``Record`` or raises ``Malformed`` with the
+reason; callers count malformed lines and move on.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import NamedTuple
+
+# Timing sources whose duration is a kernel time (starts when the rank's GPU reaches the
+# collective); only these are aligned across ranks.
+KERNEL_TIMING = frozenset({"kernel_gpu", "kernel_cpu"})
+# Collectives whose ranks complete together, so kernel times order their arrivals.
+SYMMETRIC = frozenset({"AllReduce", "AllGather", "ReduceScatter"})
+
+
+class Malformed(ValueError):
+    """A line that is not an Inspector record; the message says why."""
+
+
+class Record(NamedTuple):
+    comm: str  # header.id, the communicator hash
+    comm_rank: int  # rank in the communicator
+    n_ranks: int
+    nnodes: int
+    hostname: str
+    pid: int
+    op: str  # coll_perf.coll
+    sn: int  # coll_sn, per communicator and op
+    size: int  # coll_msg_size_bytes
+    exec_us: float  # coll_exec_time_us
+    timing: str | None  # coll_timing_source, None when absent
+    busbw: float | None  # GB/s, None when absent or NaN
+
+
+def _int(obj: dict, key: str, where: str, minimum: int = 0) -> int:
+    v = obj.get(key)
+    if type(v) is not int or v < minimum:  # bool is not an int here
+        raise Malformed(f"{where}.{key} must be an integer >= {minimum}, got {v!r}")
+    return v
+
+
+def _num(obj: dict, key: str, where: str) -> float:
+    v = obj.get(key)
+    if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
+        raise Malformed(f"{where}.{key} must be a finite number >= 0, got {v!r}")
+    return float(v)
+
+
+def _str(obj: dict, key: str, where: str) -> str:
+    v = obj.get(key)
+    if type(v) is not str or not v:
+        raise Malformed(f"{where}.{key} must be a non-empty string, got {v!r}")
+    return v
+
+
+def _bandwidth(v) -> float | None:
+    if v is None or v == "nan":
+        return None
+    if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
+        raise Malformed(f"coll_perf.coll_busbw_gbs must be a number or \"nan\", got {v!r}")
+    return float(v)
+
+
+_scan = json.JSONDecoder().scan_once  # the C scanner, without decode()'s regex for the end
+_INF = math.inf
+
+
+def parse(line: bytes | str) -> Record:
+    """One Inspector line (without its newline) as a Record. The common case is checked
+    inline (this runs for every collective of every rank); anything unusual goes through
+    the detailed checks, which name what is wrong."""
+    try:
+        text = line.decode() if type(line) is bytes else line
+        doc, end = _scan(text, 0)
+    except StopIteration:
+        raise Malformed("not JSON") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Malformed(f"not JSON: {exc}") from None
+    if end != len(text) and text[end:].strip():
+        raise Malformed(f"not JSON: extra data at column {end + 1}")
+    try:
+        h, m, p = doc["header"], doc["metadata"], doc["coll_perf"]
+        comm, rank, n, nnodes = h["id"], h["rank"], h["n_ranks"], h["nnodes"]
+        host, pid = m["hostname"], m["pid"]
+        op, sn, size, ex = p["coll"], p["coll_sn"], p["coll_msg_size_bytes"], p["coll_exec_time_us"]
+        timing, bw = p.get("coll_timing_source"), p.get("coll_busbw_gbs")
+    except (KeyError, TypeError, AttributeError):
+        return _parse_checked(doc)
+    if (type(rank) is int and type(n) is int and type(nnodes) is int and type(pid) is int
+            and type(sn) is int and type(size) is int and 0 <= rank < n and nnodes >= 1
+            and pid >= 0 and sn >= 0 and size >= 0 and type(comm) is str and comm
+            and type(host) is str and host and type(op) is str and op
+            and (type(ex) is int or type(ex) is float) and 0 <= ex < _INF
+            and (timing is None or type(timing) is str)
+            and (bw is None or (type(bw) is float and 0 <= bw < _INF) or bw == "nan"
+                 or (type(bw) is int and bw >= 0))):
+        return Record(comm, rank, n, nnodes, host, pid, op, sn, size, float(ex), timing,
+                      None if bw is None or bw == "nan" else float(bw))
+    return _parse_checked(doc)
+
+
+def _parse_checked(doc) -> Record:
+    if type(doc) is not dict:
+        raise Malformed(f"not a JSON object: {type(doc).__name__}")
+    header, meta, perf = doc.get("header"), doc.get("metadata"), doc.get("coll_perf")
+    if type(header) is not dict or type(meta) is not dict or type(perf) is not dict:
+        raise Malformed("header, metadata and coll_perf must be objects")
+    n_ranks = _int(header, "n_ranks", "header", 1)
+    rank = _int(header, "rank", "header")
+    if rank >= n_ranks:
+        raise Malformed(f"header.rank {rank} is not below n_ranks {n_ranks}")
+    comm = _str(header, "id", "header")
+    timing = perf.get("coll_timing_source")
+    if timing is not None and type(timing) is not str:
+        raise Malformed(f"coll_perf.coll_timing_source must be a string, got {timing!r}")
+    return Record(
+        comm, rank, n_ranks, _int(header, "nnodes", "header", 1),
+        _str(meta, "hostname", "metadata"), _int(meta, "pid", "metadata"),
+        _str(perf, "coll", "coll_perf"), _int(perf, "coll_sn", "coll_perf"),
+        _int(perf, "coll_msg_size_bytes", "coll_perf"), _num(perf, "coll_exec_time_us", "coll_perf"),
+        timing, _bandwidth(perf.get("coll_busbw_gbs")))
+
+
+def bus_bytes(op: str, size: int, n_ranks: int) -> float:
+    """Bytes one rank moves over its links for a collective, by the bus-bandwidth model
+    of nccl-tests' PERFORMANCE.md (the model the Inspector's coll_busbw_gbs uses)."""
+    if op == "AllReduce":
+        return size * 2.0 * (n_ranks - 1) / n_ranks
+    if op in ("AllGather", "ReduceScatter"):
+        return float(size) * (n_ranks - 1)
+    return float(size)
+
+
+def dumps(header: dict, metadata: dict, coll_perf: dict) -> str:
+    """A record line as the Inspector writes it (compact JSON, no newline); for tests,
+    benchmarks and the synthetic job."""
+    return json.dumps({"header": header, "metadata": metadata, "coll_perf": coll_perf},
+                      separators=(",", ":"))

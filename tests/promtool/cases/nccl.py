@@ -1,0 +1,47 @@
+"""Late-arrival cases: 8 ranks, 4 per node; each node's exporter aligns its node's TP
+communicator in 4 collectives per step. Per-collective compute noise of 3% decides the
+last arrival between equally fast ranks; 1% persistent differences between ranks."""
+from obsgen.synth import ExporterRestart, Job, NcclExporter, Restart, RotatingSlow, SlowRank
+
+from ..support import At, Case, Fired, Never
+
+LA = "Train_Straggler_LateArrival"
+JOB = "llm-pretrain-a"
+MIN = 60
+NCCL = NcclExporter()
+
+
+def late(rank: int, share: float, per_node: int = 4, group: str = "tp") -> Fired:
+    return Fired({"job_id": JOB, "rank": str(rank), "group": group,
+                  "node": f"gpu-node-{rank // per_node:03d}"}, share)
+
+
+slow = (SlowRank(rank=3, factor=1.2, start=30 * MIN),)
+
+CASES = {
+    "a healthy job whose ranks differ by about 1% names no late arrival": Case(
+        [Job(job_id=JOB, nccl=NCCL)], 75, [Never(LA)]),
+    "one rank 20% slower in compute from minute 30 is the late arrival of its TP group, "
+    "found between 7.5 and 20 minutes after the onset": Case(
+        [Job(job_id=JOB, nccl=NCCL, faults=slow)], 60,
+        [Never(LA, end=37.5), At(50, LA, (late(3, 1.0),)),
+         At(60, LA, (late(3, 1.0),))]),
+    "a last arrival rotating every 5 minutes never fires": Case(
+        [Job(job_id=JOB, nccl=NCCL,
+             faults=(RotatingSlow(factor=1.2, period=5 * MIN, start=10 * MIN),))], 75,
+        [Never(LA)]),
+    "in a two-rank group, a rank 1.5% slower (last in about two thirds of the collectives, "
+    "where chance gives half) does not fire": Case(
+        [Job(job_id=JOB, ranks=4, ranks_per_node=2, nccl=NCCL,
+             faults=(SlowRank(rank=1, factor=1.015),))], 60, [Never(LA)]),
+    "an exporter restart without its state (counters from zero) keeps the alert firing": Case(
+        [Job(job_id=JOB, nccl=NCCL, faults=slow + (ExporterRestart(at=55 * MIN, gap=MIN),))], 70,
+        [At(50, LA, (late(3, 1.0),)), At(57, LA, (late(3, 1.0),)), At(70, LA, (late(3, 1.0),))]),
+    "an exporter restart and a job restart with new instances fire nothing in a healthy job": Case(
+        [Job(job_id=JOB, nccl=NCCL,
+             faults=(ExporterRestart(at=20 * MIN, gap=2 * MIN), Restart(at=40 * MIN, gap=3 * MIN)))],
+        75, [Never(LA)]),
+    "fewer than 20 aligned collectives in the window judge nobody, even a straggler": Case(
+        [Job(job_id=JOB, step_seconds=60.0, nccl=NcclExporter(aligned_per_step=1),
+             faults=(SlowRank(rank=3, factor=1.2, start=5 * MIN),))], 45, [Never(LA)]),
+}

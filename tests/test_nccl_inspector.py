@@ -1,0 +1,160 @@
+"""The Inspector record parser and the group map: strict, one reason per bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from obsgen.nccl import groups
+from obsgen.nccl.inspector import Malformed, bus_bytes, dumps, parse
+
+HEADER = {"id": "0x7f8c496ae9f661", "rank": 2, "n_ranks": 8, "nnodes": 1}
+META = {"inspector_output_format_version": "v4.0", "git_rev": "", "rec_mechanism":
+        "nccl_profiler_interface", "dump_timestamp_us": 1748030377748202,
+        "hostname": "gpu-node-000", "pid": 1639453}
+PERF = {"coll": "AllReduce", "coll_sn": 1407, "coll_msg_size_bytes": 17179869184,
+        "coll_exec_time_us": 61974, "coll_timing_source": "kernel_gpu",
+        "coll_algobw_gbs": 277.210914, "coll_busbw_gbs": 485.119099}
+
+
+def line(header=None, meta=None, perf=None, **perf_changes) -> str:
+    p = {**PERF, **(perf or {}), **perf_changes}
+    return dumps({**HEADER, **(header or {})}, {**META, **(meta or {})},
+                 {k: v for k, v in p.items() if v is not DROP})
+
+
+DROP = object()
+
+
+def test_a_record_as_the_readme_shows_it():
+    r = parse(line().encode())
+    assert (r.comm, r.comm_rank, r.n_ranks, r.nnodes, r.hostname, r.pid) == (
+        "0x7f8c496ae9f661", 2, 8, 1, "gpu-node-000", 1639453)
+    assert (r.op, r.sn, r.size, r.exec_us, r.timing, r.busbw) == (
+        "AllReduce", 1407, 17179869184, 61974.0, "kernel_gpu", 485.119099)
+
+
+def test_verbose_record_with_event_traces_parses_the_same():
+    verbose = line(event_trace_sn={"coll_start_sn": 1, "coll_stop_sn": 2, "kernel_events": []},
+                   event_trace_ts={"coll_start_ts": 1752867229235059, "coll_stop_ts": 1752867229235064,
+                                   "kernel_events": [{"channel_id": 0, "kernel_start_ts": 1,
+                                                      "kernel_stop_ts": 2, "kernel_record_ts": 2}]})
+    assert parse(verbose) == parse(line())
+
+
+def test_older_v4_without_timing_source_and_nan_bandwidth():
+    r = parse(line(coll_timing_source=DROP, coll_busbw_gbs="nan", coll_algobw_gbs="nan"))
+    assert r.timing is None and r.busbw is None
+
+
+BAD = {
+    "not JSON": ("{\"header\": ", "not JSON"),
+    "a line cut mid-write": (line()[:-40], "not JSON"),
+    "two records glued together": (line() + line(), "extra data"),
+    "a JSON array": ("[1, 2]", "not a JSON object: list"),
+    "no coll_perf": (json.dumps({"header": HEADER, "metadata": META}),
+                     "header, metadata and coll_perf must be objects"),
+    "rank not below n_ranks": (line(header={"rank": 8}), "header.rank 8 is not below n_ranks 8"),
+    "n_ranks zero": (line(header={"n_ranks": 0, "rank": 0}), "header.n_ranks must be an integer >= 1"),
+    "rank as a string": (line(header={"rank": "2"}), "header.rank must be an integer >= 0"),
+    "rank as a boolean": (line(header={"rank": True}), "header.rank must be an integer >= 0"),
+    "empty communicator id": (line(header={"id": ""}), "header.id must be a non-empty string"),
+    "no hostname": (line(meta={"hostname": None}), "metadata.hostname must be a non-empty string"),
+    "negative size": (line(coll_msg_size_bytes=-1), "coll_perf.coll_msg_size_bytes must be an integer >= 0"),
+    "NaN exec time": ('{"header":%s,"metadata":%s,"coll_perf":%s}' % (
+        json.dumps(HEADER), json.dumps(META), json.dumps({**PERF, "coll_exec_time_us": float("nan")})),
+        "coll_perf.coll_exec_time_us must be a finite number >= 0"),
+    "exec time as a string": (line(coll_exec_time_us="61974"), "coll_exec_time_us must be a finite number"),
+    "negative bandwidth": (line(coll_busbw_gbs=-1.0), "coll_busbw_gbs must be a number or"),
+    "missing coll_sn": (line(coll_sn=DROP), "coll_perf.coll_sn must be an integer >= 0"),
+    "invalid UTF-8": (b"{\"header\": \"\xff\"}", "not JSON"),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_malformed_lines_are_refused_with_the_reason(case):
+    text, reason = BAD[case]
+    with pytest.raises(Malformed, match=reason.replace("(", r"\(")):
+        parse(text)
+
+
+@pytest.mark.parametrize("op,n,expected", [("AllReduce", 8, 2 * 7 / 8), ("AllGather", 8, 7),
+                                           ("ReduceScatter", 4, 3), ("Broadcast", 8, 1),
+                                           ("Send", 2, 1)])
+def test_bus_bytes_follow_the_nccl_tests_bus_bandwidth_model(op, n, expected):
+    assert bus_bytes(op, 1000, n) == pytest.approx(1000 * expected)
+
+
+# group map ----------------------------------------------------------------------------
+def test_group_map_round_trip(tmp_path):
+    path = groups.write_group_map(tmp_path, rank=9, world_size=32, job_id="llm-a",
+                                  hostname="node-7", pid=4242, groups={
+                                      "tp": list(range(8, 16)),
+                                      "dp": {"ranks": [1, 9], "comm_id": "0x7f8c496ae9f661"}})
+    assert path.name == "obsgen-groups-node-7-pid4242.json"
+    pm = groups.read_group_map(path)
+    assert (pm.hostname, pm.pid, pm.rank, pm.world_size, pm.job_id) == ("node-7", 4242, 9, 32, "llm-a")
+    assert pm.groups == (("tp", tuple(range(8, 16)), None), ("dp", (1, 9), "0x7f8c496ae9f661"))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
+
+
+BAD_MAPS = {
+    "rank outside the world": (dict(rank=32, world_size=32, groups={"tp": [0]}), "rank must be"),
+    "rank not in its group": (dict(rank=1, world_size=8, groups={"tp": [2, 3]}), "rank 1 is not one of"),
+    "duplicate ranks": (dict(rank=1, world_size=8, groups={"tp": [1, 1]}), "must be distinct"),
+    "group named unknown": (dict(rank=1, world_size=8, groups={"unknown": [1]}), "must match"),
+    "group name with a capital": (dict(rank=1, world_size=8, groups={"TP": [1]}), "must match"),
+    "comm id not hex": (dict(rank=1, world_size=8, groups={"tp": {"ranks": [1], "comm_id": "abc"}}),
+                        "comm_id must look like"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_MAPS, ids=list(BAD_MAPS))
+def test_an_inconsistent_group_map_is_refused_and_nothing_is_written(case, tmp_path):
+    kwargs, reason = BAD_MAPS[case]
+    with pytest.raises(groups.GroupMapError, match=reason):
+        groups.write_group_map(tmp_path, **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("text,ok", [("tp:n_ranks=8,nnodes=1", True), ("dp:nnodes=4", True),
+                                     ("tp", False), ("tp:n_ranks=0", False), ("tp:ranks=8", False),
+                                     ("unknown:n_ranks=2", False)])
+def test_group_rules(text, ok):
+    if ok:
+        rule = groups.Rule.parse(text)
+        assert rule.matches(8, 1) == (text != "dp:nnodes=4")
+    else:
+        with pytest.raises(groups.GroupMapError):
+            groups.Rule.parse(text)
+
+
+def _map(rank, world, **gs):
+    return groups.ProcessMap(f"h{rank}", 100 + rank, rank, world, None,
+                             tuple((n, tuple(r), None) for n, r in gs.items()))
+
+
+def test_membership_decides_a_group_once_one_name_fits_every_process_seen():
+    # TP=2 and DP=2 on 4 ranks: tp [0,1] [2,3], dp [0,2] [1,3]. Rank 0 is comm rank 0 of
+    # both its groups, so one process cannot tell them apart; a second member can.
+    res = groups.Resolver(rules=[groups.Rule.parse("fallback:n_ranks=2")])
+    for r in range(4):
+        res.add_map(_map(r, 4, tp=[r - r % 2, r - r % 2 + 1], dp=[r % 2, r % 2 + 2]))
+    assert res.group("0xa", "h0", 100, 0, 2, 1) == "fallback"  # rule while undecided
+    assert res.group("0xa", "h2", 102, 1, 2, 1) == "dp"  # rank 2 is comm rank 1: dp [0, 2]
+    assert res.group("0xa", "h0", 100, 0, 2, 1) == "dp"  # decided for good
+    assert res.group("0xb", "h1", 101, 1, 2, 1) == "tp"  # rank 1 at comm rank 1: only tp [0, 1]
+
+
+def test_without_map_or_rule_a_group_stays_unknown_and_a_world_comm_gives_the_rank():
+    res = groups.Resolver(world_size=8)
+    assert res.group("0xa", "h", 1, 3, 4, 1) == groups.UNKNOWN
+    assert res.rank("h", 1, 3, 4) == groups.UNKNOWN
+    assert res.rank("h", 1, 5, 8) == "5"  # the 8-rank communicator is the world
+    assert res.rank("h", 1, 3, 4) == "5"
+
+
+def test_an_explicit_comm_id_wins():
+    res = groups.Resolver(rules=[groups.Rule.parse("tp:n_ranks=2")])
+    res.add_map(groups.ProcessMap("h", 1, 0, 4, None, (("dp", (0, 2), "0xbeef"),)))
+    assert res.group("0xbeef", "other", 9, 0, 2, 1) == "dp"
