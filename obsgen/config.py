@@ -318,21 +318,6 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
         for key, value in data.get(section, {}).items():
             if isinstance(value, str) and seconds(value) <= 0:
                 out.append((f"{section}.{key}", f"must be a duration above zero, got {value!r}"))
-    # Windows appear in recorded-series names: two windows of one metric set equal would
-    # make two rules write one series.
-    windows = {**DEFAULTS["windows"], **data.get("windows", {})}
-    written: dict[str, str] = {}
-    for rec in contract.RECORDED.values():
-        fields = re.findall(r"\{(\w+)\}", rec.name)
-        if not fields or not all(isinstance(windows.get(f), str) for f in fields):
-            continue
-        name = rec.name.format(**windows)
-        if name in written and written[name] != fields[0]:
-            mine = fields[0] if fields[0] in data.get("windows", {}) else written[name]
-            other = written[name] if mine == fields[0] else fields[0]
-            out.append((f"windows.{mine}", f"must differ from windows.{other} "
-                        f"({windows[other]!r}): both would record {name}"))
-        written.setdefault(name, fields[0])
     if data.get("rule_interval") and seconds(data["rule_interval"]) <= 0:
         out.append(("rule_interval", f"must be a duration above zero, got {data['rule_interval']!r}"))
     for label, value in data.get("selector", {}).items():

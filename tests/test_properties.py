@@ -86,9 +86,7 @@ def valid_configs(draw) -> dict:
             "grad_baseline": duration(300, 86400), "grad_long_baseline": duration(7200, 172800),
             "progress": duration(60, 900), "memory": duration(600, 86400),
             "checkpoint_overhead": duration(600, 86400),
-            "late_arrival": duration(120, 7200)}).filter(
-                # equal windows would name one recorded series twice (refused by config)
-                lambda w: "grad_baseline" not in w or w["grad_baseline"] != w.get("grad_long_baseline")))
+            "late_arrival": duration(120, 7200)}))
     if draw(st.booleans()):
         cfg["alerts"] = draw(st.dictionaries(st.sampled_from(
             [n for n in NAMES if n not in ("Train_RankFailed", "Train_GradientExplosion",
