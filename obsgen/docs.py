@@ -175,6 +175,19 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
                     readers_of_metric.setdefault(index.metric_names[name].key, []).append(r.name)
         fam_views.append({"name": module, "doc": doc, "alerts": alerts})
 
+    if cfg["dashboards"]["enabled"]:  # panels read metrics too, directly or through records
+        from .dashboards import views
+        for view in views(families, cfg):
+            for row in view.rows:
+                for panel in row.panels:
+                    reader = f"panel {view.title} / {panel.title}"
+                    for query in panel.queries:
+                        records, metrics = index.closure(query.expr)
+                        for r in records:
+                            readers_of_record.setdefault(r, []).append(reader)
+                        for m in metrics:
+                            readers_of_metric.setdefault(m.key, []).append(reader)
+
     settings = {f"{s}.{k}": v for s in TUNED_SECTIONS for k, v in cfg[s].items()}
     env.filters["setting"] = lambda k: f"now {settings[k]}"
     files["docs/alerts.md"] = env.get_template("alerts.md.j2").render(

@@ -93,3 +93,12 @@ def test_template_text_turns_go_templates_into_prose():
     text = ('rank {{ $labels.rank }}{{ with $labels.node }}, node {{ . }}{{ end }} is '
             '{{ printf "%.1f" $value }}x')
     assert docs.template_text(text, defaults()) == "rank <rank>, node <node> is <value>x"
+
+
+def test_metrics_doc_names_the_panels_that_read_each_metric():
+    text = pipeline.render_all(defaults())["docs/metrics.md"]
+    row = next(l for l in text.splitlines() if l.startswith("| `nccl_collective_bytes_total` |"))
+    assert "panel DP / Bytes per second per parallel group" in row
+    # a panel that reads a recorded series is listed under the metric beneath it too
+    row = next(l for l in text.splitlines() if l.startswith("| `train_compute_seconds` |"))
+    assert "panel Overview / " in row

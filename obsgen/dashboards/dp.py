@@ -3,7 +3,8 @@
 A rank's time inside the all-reduce is waiting for the last rank plus the transfer. The
 rank that arrives last waits for nobody, so it shows the *least* time inside: the late
 arrival, not the slow network. Across ranks, the least time approximates the transfer and
-the spread above it the arrival skew. Volume per parallel group answers "how much does
+the spread above it the arrival skew; where the NCCL sidecar sees every rank's records, it
+measures both per collective instead (aligned by sequence number). Volume per parallel group answers "how much does
 each group move" (bytes per second and per step), and the InfiniBand ports of the job's
 hosts show whether the fabric carries it symmetrically.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.models import units as u
 
 from ..contract import L, M, R
+from . import aligned
 from .model import RANK, TABLE, TIMESERIES, Panel, Query, Row, View
 
 KEY = "dp"
@@ -74,4 +76,6 @@ def build(env) -> View:
     ))
     return View(KEY, "DP", "Data parallel: gradient all-reduce time per rank, arrival skew "
                 "vs transfer, sync latency and bytes per parallel group.",
-                __name__.replace(".", "/") + ".py", (allreduce, volume), variables=(RANK,))
+                __name__.replace(".", "/") + ".py",
+                (allreduce, aligned.row(env, DP, "Aligned by collective sequence (NCCL sidecar)"), volume),
+                variables=(RANK,))

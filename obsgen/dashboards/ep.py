@@ -11,6 +11,7 @@ from grafana_foundation_sdk.models import units as u
 
 from ..contract import L, M
 from ..promql import number
+from . import aligned
 from .model import BARGAUGE, HEATMAP, RANK, TIMESERIES, Panel, Query, Row, Step, View
 from .query import RANGE
 
@@ -59,5 +60,9 @@ def build(env) -> View:
               u.Short, (Query(tokens, expert),), height=10),
     ))
     return View(KEY, "EP", "Expert parallel (MoE): all-to-all latency, tokens per expert and "
-                "their imbalance.", __name__.replace(".", "/") + ".py", (alltoall, experts),
+                "their imbalance.", __name__.replace(".", "/") + ".py",
+                (alltoall, aligned.row(env, EP, "Aligned by collective sequence (NCCL sidecar)",
+                                       note=" NCCL's Inspector records only collectives whose "
+                                            "ranks finish together; an all-to-all built from "
+                                            "grouped send/recv does not show here."), experts),
                 variables=(RANK,))

@@ -70,9 +70,15 @@ class Q:
             f"{self.c.l(k)}=~{quote(v)}" for k, v in (regex or {}).items())
         return self.c.m(metric, suffix, match=match, extra=extra)
 
-    def r(self, rec: Recorded, *, rank: bool = False, stage: bool = False) -> str:
-        """Selector of a recorded series filtered by the dashboard's variables."""
-        return self.c.r(rec, extra=self._vars(rec.labels, rank, stage, rec.name))
+    def r(self, rec: Recorded, *, rank: bool = False, stage: bool = False,
+          match: dict[Label, str] | None = None) -> str:
+        """Selector of a recorded series filtered by the dashboard's variables; ``match``
+        adds equality matchers on its labels."""
+        for label in match or {}:
+            if label.key not in rec.labels:
+                raise ValueError(f"{rec.name} has no {label.key} label to match")
+        eq = tuple(f"{self.c.l(k)}={quote(v)}" for k, v in (match or {}).items())
+        return self.c.r(rec, extra=self._vars(rec.labels, rank, stage, rec.name) + eq)
 
     # clauses -------------------------------------------------------------------------
     def by(self, *labels: Label) -> str:
