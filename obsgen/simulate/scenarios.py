@@ -1,0 +1,80 @@
+"""Scenarios of ``obsgen simulate``: a healthy job and one job per fault the alerts exist
+for, built on ``obsgen.synth`` (the same model as the promtool fixtures).
+
+Times are in the job's own seconds (model time) from its start; ``--speed`` maps them to
+the wall clock. Faults start after the 3-minute warm-up and early enough that the alert's
+window and ``for`` have elapsed within about 90 model minutes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from ..synth import (CheckpointStall, GradNaN, GradSpike, GradVanish, Job, RankLoss, Restart,
+                     RotatingSlow, SlowRank, StageBubble)
+
+MIN = 60.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    help: str
+    build: Callable[[Job], Job]  # the fault applied to a healthy job of the requested size
+    onset: float = 0.0  # model seconds at which the fault starts
+
+
+def _faults(*faults):
+    return lambda j: replace(j, faults=faults)
+
+
+def _slow_rank(j: Job) -> int:
+    return min(3, j.ranks - 1)
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "healthy": Scenario("a healthy job: warm-up, noise, checkpoints every 10 minutes",
+                        lambda j: j),
+    "straggler": Scenario(
+        "rank 3 (or the last rank) computes 20% slower from minute 5",
+        lambda j: replace(j, faults=(SlowRank(rank=_slow_rank(j), factor=1.2, start=5 * MIN),)),
+        5 * MIN),
+    "rotating-straggler": Scenario(
+        "a different rank computes 20% slower every 5 minutes from minute 5",
+        _faults(RotatingSlow(factor=1.2, period=5 * MIN, start=5 * MIN)), 5 * MIN),
+    "grad-explosion": Scenario(
+        "the gradient norm jumps to 40x for 2 minutes at minute 20",
+        _faults(GradSpike(factor=40, start=20 * MIN, duration=2 * MIN)), 20 * MIN),
+    "nan": Scenario("the gradient norm turns NaN at minute 10",
+                    _faults(GradNaN(start=10 * MIN)), 10 * MIN),
+    "vanishing": Scenario("the gradient norm collapses to 1e-5 at minute 45",
+                          _faults(GradVanish(start=45 * MIN, value=1e-5)), 45 * MIN),
+    "bubble": Scenario(
+        "p=4 pipeline, m=16: stage 2 idles 45% of each step from minute 5 (theory: 15.8%)",
+        lambda j: replace(j, pp=4, microbatches=16, ranks=max(j.ranks, 4),
+                          faults=(StageBubble(stage=2, bubble=0.45, start=5 * MIN),)), 5 * MIN),
+    "checkpoint-stall": Scenario("no checkpoint completes after minute 5",
+                                 _faults(CheckpointStall(start=5 * MIN)), 5 * MIN),
+    "checkpoint-overhead": Scenario("every checkpoint takes 70 s (13% of training time)",
+                                    lambda j: replace(j, checkpoint_cost=70.0)),
+    "rank-loss": Scenario(
+        "the last two ranks vanish at minute 10; the others hang in their next collective",
+        lambda j: replace(j, faults=(RankLoss(ranks=tuple(range(max(j.ranks - 2, 1), j.ranks)),
+                                              at=10 * MIN),)), 10 * MIN),
+    "completion": Scenario("the job reaches its 400 planned steps and exits",
+                           lambda j: replace(j, planned_steps=400)),
+    "restart": Scenario(
+        "every process exits at minute 10 and the job restarts from its checkpoint 3 minutes "
+        "later: new processes, new instances, counters from zero",
+        _faults(Restart(at=10 * MIN, gap=3 * MIN)), 10 * MIN),
+}
+
+
+def job(scenario: str, job_id: str | None = None, ranks: int = 8, seed: int = 1,
+        subnet: int = 0) -> Job:
+    """The synthetic job of a scenario."""
+    if scenario not in SCENARIOS:
+        raise KeyError(f"unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})")
+    base = Job(job_id=job_id or f"sim-{scenario}", ranks=ranks, seed=seed, subnet=subnet,
+               stop=math.inf)
+    return SCENARIOS[scenario].build(base)
