@@ -3,6 +3,9 @@
 What a loop reports, and when (see the package docstring for the whole loop):
 
 * ``with tel.step():`` wall time of one step, ``train_step_seconds``; the step count.
+  Steps tile the timeline: a step runs from the end of the previous one (data loading,
+  logging, whatever the loop does between steps included; checkpoints excluded) to its
+  own end, so in a synchronous job every rank reports the same step time.
 * ``with tel.compute():`` local forward+backward up to the gradient collective,
   ``train_compute_seconds``. The compute of a step ends at the first *blocking*
   collective of a gradient group (``dp``) issued inside the block, else at the last
@@ -70,11 +73,12 @@ class Telemetry:
         self.created_series = created_series
         self.endpoint: serve.Endpoint | None = None
         self.m = None
-        self._step_start: float | None = None
+        self._step_end: float | None = None  # where the next step's wall time starts
         self._compute: list | None = None  # [start, first blocking, last ready] of the open block
         self._computes: list[tuple] = []  # (start, end) marks of this step's compute
         self._stages: dict[str, list[tuple]] = {}  # phase -> (start, end) marks of this step
         self._children: dict[tuple, tuple] = {}
+        self._watch = serve.ScrapeWatch()
 
     # lifecycle ------------------------------------------------------------------------
     @classmethod
@@ -115,7 +119,7 @@ class Telemetry:
         if serving:
             port = self.port_base + (0 if self.multiprocess_dir or self.port_base == 0
                                      else self.local_rank)
-            server = serve.serve(registry, port, self.addr, self.multiprocess_dir)
+            server = serve.serve(registry, port, self.addr, self.multiprocess_dir, self._watch)
             host = self.advertise or serve.advertised_host(self.addr)
             self.endpoint = serve.Endpoint(host, server.server_port, server)
             if self.sd_dir:
@@ -123,8 +127,17 @@ class Telemetry:
                                                        self.endpoint.address)
         return self
 
-    def close(self) -> None:
-        """Stop serving (and, in multiprocess mode, drop this process's live gauges)."""
+    def close(self, linger: float = 30.0) -> None:
+        """Stop serving (and, in multiprocess mode, drop this process's live gauges).
+
+        A job that reached its planned steps first waits up to ``linger`` seconds for one
+        more scrape, so Prometheus sees the final step and knows the job completed rather
+        than failed (Train_RankFailed stays quiet for completed jobs only)."""
+        completed = 0 < self.planned_steps <= self.current_step
+        if self.endpoint is not None and completed and linger > 0:
+            seen, end = self._watch.scrapes, time.monotonic() + linger
+            while self._watch.scrapes <= seen and time.monotonic() < end:
+                time.sleep(0.05)
         if self.endpoint is not None:
             self.endpoint.close()
             self.endpoint = None
@@ -137,7 +150,7 @@ class Telemetry:
         return self.start() if self.m is None else self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        self.close(linger=0 if exc[0] else 30.0)
 
     @property
     def torch(self):
@@ -184,11 +197,12 @@ class Telemetry:
     def step(self, index: int | None = None) -> Iterator[None]:
         """One training step. ``index`` is the step number once it completes (default:
         the previous one plus 1; pass it after resuming from a checkpoint)."""
-        self._step_start = time.perf_counter()
+        now = time.perf_counter()
+        start = self._step_end if self._step_end is not None else now
         self._computes, self._stages = [], {}
         yield
-        wall = time.perf_counter() - self._step_start
-        self._step_start = None
+        self._step_end = time.perf_counter()
+        wall = self._step_end - start
         self._labels(M.train_step_seconds).observe(wall)
         if self._computes:
             self.clock.measure(self._computes, self._labels(M.train_compute_seconds).observe)
@@ -265,6 +279,8 @@ class Telemetry:
         self._labels(M.train_checkpoint_total).inc()
         self._labels(M.train_checkpoint_seconds_total).inc(time.perf_counter() - start)
         self._labels(M.train_checkpoint_timestamp_seconds).set(time.time())
+        if self._step_end is not None:
+            self._step_end = time.perf_counter()  # the checkpoint is not training time
 
 
 def _float(value) -> float:

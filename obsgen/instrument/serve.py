@@ -62,7 +62,20 @@ class Endpoint:
             self.sd_file = None
 
 
-def serve(registry, port: int, addr: str, multiprocess_dir: str | None) -> object:
+class ScrapeWatch:
+    """A collector that yields nothing and notes when the registry was last collected,
+    so a finishing rank can wait for Prometheus to read its final values."""
+
+    def __init__(self):
+        self.scrapes = 0
+
+    def collect(self):
+        self.scrapes += 1
+        return []
+
+
+def serve(registry, port: int, addr: str, multiprocess_dir: str | None,
+          watch: ScrapeWatch) -> object:
     import prometheus_client as pc
 
     if multiprocess_dir:
@@ -70,6 +83,7 @@ def serve(registry, port: int, addr: str, multiprocess_dir: str | None) -> objec
 
         registry = pc.CollectorRegistry(auto_describe=True)
         multiprocess.MultiProcessCollector(registry, path=multiprocess_dir)
+    registry.register(watch)
     server, _thread = pc.start_http_server(port, addr=addr, registry=registry)
     return server
 

@@ -28,6 +28,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="one scrape target per node (default), rank or job")
     p.add_argument("--duration", type=float, help="stop after this many wall seconds")
     p.add_argument("--port-file", help="write the bound port to this file once serving")
+    p.add_argument("--file-sd", metavar="FILE",
+                   help="write the targets to this Prometheus file_sd file")
+    p.add_argument("--start-on-scrape", action="store_true",
+                   help="start the jobs' clock at the first scrape, not at start-up")
     p.add_argument("--prometheus-config", metavar="FILE",
                    help="write a Prometheus config that scrapes this simulator and exit")
     p.add_argument("--rules", default="rules",
@@ -76,7 +80,8 @@ def main(args) -> int:
         print(f"wrote {args.prometheus_config}; run: prometheus "
               f"--config.file={args.prometheus_config} {' '.join(prometheus.flags(speed))}")
         return 0
-    sim = Simulator(jobs, speed=speed, targets=args.targets)
+    sim = Simulator(jobs, speed=speed, targets=args.targets, file_sd=args.file_sd,
+                    start_on_scrape=args.start_on_scrape)
     server, stop = sim.serve(args.addr, args.port)
     port = server.server_address[1]
     if args.port_file:

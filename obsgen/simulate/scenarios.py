@@ -36,12 +36,12 @@ SCENARIOS: dict[str, Scenario] = {
     "healthy": Scenario("a healthy job: warm-up, noise, checkpoints every 10 minutes",
                         lambda j: j),
     "straggler": Scenario(
-        "rank 3 (or the last rank) computes 20% slower from minute 5",
-        lambda j: replace(j, faults=(SlowRank(rank=_slow_rank(j), factor=1.2, start=5 * MIN),)),
-        5 * MIN),
+        "rank 3 (or the last rank) computes 20% slower from minute 30",
+        lambda j: replace(j, faults=(SlowRank(rank=_slow_rank(j), factor=1.2, start=30 * MIN),)),
+        30 * MIN),
     "rotating-straggler": Scenario(
-        "a different rank computes 20% slower every 5 minutes from minute 5",
-        _faults(RotatingSlow(factor=1.2, period=5 * MIN, start=5 * MIN)), 5 * MIN),
+        "a different rank computes 20% slower every 5 minutes from minute 10",
+        _faults(RotatingSlow(factor=1.2, period=5 * MIN, start=10 * MIN)), 10 * MIN),
     "grad-explosion": Scenario(
         "the gradient norm jumps to 40x for 2 minutes at minute 20",
         _faults(GradSpike(factor=40, start=20 * MIN, duration=2 * MIN)), 20 * MIN),
@@ -61,6 +61,12 @@ SCENARIOS: dict[str, Scenario] = {
         "the last two ranks vanish at minute 10; the others hang in their next collective",
         lambda j: replace(j, faults=(RankLoss(ranks=tuple(range(max(j.ranks - 2, 1), j.ranks)),
                                               at=10 * MIN),)), 10 * MIN),
+    "rank-loss-straggler": Scenario(
+        "rank 3 computes 20% slower from minute 10 while the last rank vanished at minute 5 and "
+        "the others keep training (elastic): Alertmanager tells only of the lost rank",
+        lambda j: replace(j, faults=(SlowRank(rank=_slow_rank(j), factor=1.2, start=10 * MIN),
+                                     RankLoss(ranks=(j.ranks - 1,), at=5 * MIN, hang=False))),
+        5 * MIN),
     "completion": Scenario("the job reaches its 400 planned steps and exits",
                            lambda j: replace(j, planned_steps=400)),
     "restart": Scenario(

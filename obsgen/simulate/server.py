@@ -5,16 +5,21 @@ times faster than wall time from the moment the simulator starts. A background t
 takes a snapshot of every job once per model scrape interval and pre-renders the text
 exposition of every target, so a scrape only copies bytes.
 
-Targets, as Prometheus discovers them from ``/sd`` (http_sd_configs):
+Targets, as Prometheus discovers them from ``/sd`` (http_sd_configs) or the file that
+``file_sd`` keeps up to date, are fixed *slots*, known before the first scrape:
 
 * ``node`` (default): one endpoint per host, the ranks of a node together, like
   obsgen.instrument's multiprocess mode;
 * ``rank``: one endpoint per rank, like its default port-per-rank mode;
 * ``job``: one endpoint per job (for very large jobs).
 
-A target whose ranks are gone (rank loss, restart gap, completion) answers 404, so
-Prometheus marks its series stale, and a restarted job's processes come back as new
-targets with new ``instance`` labels. ``/metrics`` serves every job as one target.
+A slot whose ranks are gone (rank loss, restart gap, completion) answers 404, so
+Prometheus marks its series stale; after a restart the slot serves the new processes
+(counters from zero, new ``node`` label), as a job restarted in place on its hosts.
+Slots never change, because Prometheus applies discovery changes at most every 5 s of
+*wall* time, which in a world 60x faster would be 5 minutes. For the same reason the
+model clock can wait for the first scrape (``start_on_scrape``), so Prometheus sees
+every job from its first second. ``/metrics`` serves every job as one target.
 
 Values are the model's, in model seconds; the one kind of value that is a point in time
 (unit "unix seconds": the checkpoint timestamp) is mapped to the wall clock, so
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import threading
 import time
@@ -92,35 +98,60 @@ def render(families: dict[str, list[str]]) -> bytes:
 
 class Simulator:
     def __init__(self, jobs: list[Job], speed: float = 1.0, targets: str = "node",
-                 clock=time.time):
+                 clock=time.time, file_sd: str | None = None, host: str = "127.0.0.1:9400",
+                 start_on_scrape: bool = False):
         if targets not in TARGETS:
             raise ValueError(f"targets must be one of {', '.join(TARGETS)}")
         if len({j.job_id for j in jobs}) != len(jobs):
             raise ValueError("job ids must be unique")
         self.jobs, self.speed, self.mode, self.clock = jobs, float(speed), targets, clock
         self.sims = [j.live() for j in jobs]
-        self.wall0 = clock()
+        self.wall0: float | None = None if start_on_scrape else clock()
         self.interval = min(j.scrape for j in jobs) / self.speed  # wall seconds per snapshot
         self.model_time = -1.0
         self.lock = threading.Lock()
+        self._tick_lock = threading.Lock()
         self.targets: dict[str, Target] = {}
         self.bodies: dict[str, bytes] = {}
         self.all_body = b""
         self.tick_seconds = 0.0
         self.ticks = 0
+        self.file_sd, self.host = file_sd, host
+        self._final: dict[str, tuple[float, dict[str, Target]]] = {}  # completed jobs
+        self.slots = {t.path: t for j in jobs for t in self._slots(j)}
+        if file_sd:
+            self._write_file_sd()
 
     # model -> text ------------------------------------------------------------------
-    def _target_of(self, job: Job, labels: dict) -> tuple[str, str]:
+    def _slot(self, job: Job, rank: int) -> tuple[str, str]:
+        """(key, instance) of the target that serves ``rank``."""
+        node = rank // job.ranks_per_node
         if self.mode == "rank":
-            return labels[L.instance.key], labels[L.instance.key]
+            return f"rank-{rank}", f"{job.job_id}-node-{node:03d}:{9400 + rank % job.ranks_per_node}"
         if self.mode == "node":
-            node = labels[L.node.key]
-            return node, f"{node}:{9400}"
-        return job.job_id, job.job_id
+            return f"node-{node:03d}", f"{job.job_id}-node-{node:03d}:9400"
+        return "job", f"{job.job_id}:9400"
+
+    def _slots(self, job: Job) -> list[Target]:
+        keys = dict(self._slot(job, r) for r in range(job.ranks))
+        return [Target(job.job_id, k, i) for k, i in keys.items()]
+
+    def start(self) -> None:
+        """Start the model clock now (when it waits for the first scrape)."""
+        with self.lock:
+            if self.wall0 is None:
+                self.wall0 = self.clock()
+        self.tick()
 
     def tick(self) -> None:
         """Advance every job to the current model time and re-render every target."""
+        with self._tick_lock:  # the ticker thread and a first scrape may both call it
+            self._tick()
+
+    def _tick(self) -> None:
         started = time.perf_counter()
+        if self.wall0 is None:
+            return
         t = (self.clock() - self.wall0) * self.speed
         if t <= self.model_time:
             return
@@ -128,13 +159,24 @@ class Simulator:
         merged: dict[str, list[str]] = {}
         for job, sim in zip(self.jobs, self.sims):
             scrape = sim.scrape_at(t)
+            if sim.completed_at is not None and not any(v != STALE for v in scrape.samples.values()):
+                # A job that completed keeps serving its final values for two more scrape
+                # intervals, as obsgen.instrument's close(linger) does, so Prometheus sees
+                # the last step (and the job as completed, not failed).
+                until, final = self._final.get(job.job_id, (0.0, {}))
+                if t <= until:
+                    targets.update(final)
+                    for target in final.values():
+                        for key, lines in target.families.items():
+                            merged.setdefault(key, []).extend(lines)
+                continue
             for key, value in scrape.samples.items():
                 if value == STALE:
                     continue  # Prometheus writes staleness markers itself
                 labels = dict(key)
                 name = labels.pop("__name__")
                 metric = FAMILY[name]
-                tkey, instance = self._target_of(job, labels)
+                tkey, instance = self._slot(job, int(labels[L.rank.key]))
                 target = targets.get(f"{job.job_id}/{tkey}")
                 if target is None:
                     target = targets[f"{job.job_id}/{tkey}"] = Target(job.job_id, tkey, instance)
@@ -146,6 +188,10 @@ class Simulator:
                 line = f"{name}{{{inner}}} {fmt(value)}\n"
                 target.families.setdefault(metric.key, []).append(line)
                 merged.setdefault(metric.key, []).append(line)
+        for job, sim in zip(self.jobs, self.sims):
+            if sim.completed_at is not None and job.job_id not in self._final:
+                mine = {k: v for k, v in targets.items() if v.job_id == job.job_id}
+                self._final[job.job_id] = (sim.completed_at + 2 * job.scrape, mine)
         bodies = {t.path: render(t.families) for t in targets.values()}
         all_body = render(merged)
         with self.lock:
@@ -154,6 +200,14 @@ class Simulator:
             self.bodies, self.all_body = bodies, all_body
             self.ticks += 1
             self.tick_seconds = time.perf_counter() - started
+
+    def _write_file_sd(self) -> None:
+        """Write the slots for Prometheus' file_sd."""
+        groups = self.sd(self.host)
+        tmp = f"{self.file_sd}.tmp"
+        with open(tmp, "w") as fh:
+            json.dump(groups, fh)
+        os.replace(tmp, self.file_sd)
 
     def run(self, stop: threading.Event) -> None:
         """Tick once per model scrape interval until ``stop`` is set."""
@@ -164,15 +218,14 @@ class Simulator:
 
     # HTTP ---------------------------------------------------------------------------
     def sd(self, host: str) -> list[dict]:
-        with self.lock:
-            targets = sorted(self.targets.values(), key=lambda t: t.path)
         return [{"targets": [host], "labels": {"__metrics_path__": t.path, "instance": t.instance}}
-                for t in targets]
+                for t in sorted(self.slots.values(), key=lambda t: t.path)]
 
     def status(self) -> dict:
         with self.lock:
-            return {"speed": self.speed, "model_time": self.model_time, "ticks": self.ticks,
-                    "last_tick_seconds": self.tick_seconds, "targets": len(self.targets),
+            return {"speed": self.speed, "wall0": self.wall0, "model_time": self.model_time, "ticks": self.ticks,
+                    "last_tick_seconds": self.tick_seconds, "targets": len(self.slots),
+                    "serving": len(self.targets),
                     "jobs": {j.job_id: j.ranks for j in self.jobs}, "interval": self.interval}
 
     def handler(self):
@@ -192,6 +245,8 @@ class Simulator:
             def do_GET(self):
                 path = self.path.split("?", 1)[0]
                 text = "text/plain; version=0.0.4; charset=utf-8"
+                if path.startswith("/metrics") and sim.wall0 is None:
+                    sim.start()  # the first scrape starts the model clock
                 if path == "/metrics":
                     with sim.lock:
                         body = sim.all_body
@@ -216,8 +271,11 @@ class Simulator:
     def serve(self, addr: str = "127.0.0.1", port: int = 0) -> tuple[ThreadingHTTPServer, threading.Event]:
         """Start ticking and serving in background threads; returns the server (its
         ``server_address`` has the bound port) and the event that stops the ticks."""
-        self.tick()
         server = ThreadingHTTPServer((addr, port), self.handler())
+        self.host = f"{addr}:{server.server_address[1]}"
+        if self.file_sd:
+            self._write_file_sd()
+        self.tick()
         server.daemon_threads = True
         stop = threading.Event()
         threading.Thread(target=self.run, args=(stop,), daemon=True, name="sim-tick").start()

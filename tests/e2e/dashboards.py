@@ -1,0 +1,128 @@
+"""Evaluate every panel query of Grafana dashboards against a live Prometheus.
+
+Generic over the dashboard JSON: every string ``expr`` anywhere in the document is a
+query (classic ``panels[].targets[]`` and rows, and schema-v2 query specs alike). Grafana
+variables are substituted as Grafana would for one job: ``$job_id``, a multi-value
+``$rank`` / ``$stage`` as a regex for all values (a single value where the matcher is
+``=``), ``$__rate_interval`` and friends from the scrape interval. An unknown variable
+is a problem, not a guess.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import promql_parser
+
+from obsgen import timescale
+
+VAR = re.compile(r"\$\{(\w+)(?::\w+)?\}|\[\[(\w+)\]\]|\$(\w+)")
+MULTI = {"rank": "0", "stage": "0", "node": ".+", "op": "AllReduce", "group": "dp"}
+
+
+@dataclass(frozen=True)
+class Query:
+    dashboard: str
+    where: str  # JSON path of the expr
+    expr: str
+
+
+def queries(path: Path) -> list[Query]:
+    doc = json.loads(path.read_text())
+    out = []
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "expr" and isinstance(v, str) and v.strip():
+                    title = node.get("refId", "")
+                    out.append(Query(path.name, f"{where}.expr{f' ({title})' if title else ''}", v))
+                else:
+                    walk(v, f"{where}.{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                t = v.get("title") if isinstance(v, dict) else None
+                walk(v, f"{where}[{i}{f' {t!r}' if t else ''}]")
+    walk(doc, "$")
+    return out
+
+
+def substitute(expr: str, job_id: str, speed: float, extra: dict[str, str] | None = None) -> str:
+    scrape = timescale.SCRAPE_INTERVAL / speed
+    fixed = {
+        "job_id": job_id, "__rate_interval": timescale.duration(4 * scrape),
+        "__interval": timescale.duration(scrape), "__range": timescale.duration(3600 / speed),
+        "__range_s": str(int(3600 / speed)), "__interval_ms": str(int(scrape * 1000)),
+        **(extra or {}),
+    }
+
+    def repl(m: re.Match) -> str:
+        name = m.group(1) or m.group(2) or m.group(3)
+        if name in fixed:
+            return fixed[name]
+        if name in MULTI:
+            before = expr[:m.start()].rstrip('"')
+            return ".*" if before.endswith("=~") or before.endswith("!~") else MULTI[name]
+        raise KeyError(f"unknown Grafana variable ${name}")
+    return VAR.sub(repl, expr)
+
+
+def metric_names(expr: str) -> set[str]:
+    """Names of the series a (substituted) query selects, from its parsed syntax tree."""
+    names: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, promql_parser.VectorSelector):
+            if node.name:
+                names.add(node.name)
+            return
+        for attr in ("expr", "lhs", "rhs", "vector_selector", "param"):
+            child = getattr(node, attr, None)
+            if child is not None and not isinstance(child, (str, int, float)):
+                walk(child)
+        for arg in getattr(node, "args", None) or ():
+            walk(arg)
+    walk(promql_parser.parse(expr))
+    return names
+
+
+@dataclass
+class Report:
+    problems: list[str]
+    not_emitted: list[str]  # queries without data because nothing here exports their metrics
+    evaluated: int
+
+
+def check(prom, paths: list[Path], job_ids: list[str], speed: float) -> Report:
+    """Evaluate every query of every dashboard for every job. A query that errors is a
+    problem; one without data for every job is a problem when every series it selects
+    exists in this Prometheus (otherwise its exporter simply does not run here)."""
+    present = set(prom.api("label/__name__/values"))
+    problems, not_emitted, evaluated = [], [], 0
+    for path in paths:
+        for q in queries(path):
+            where = f"{q.dashboard}: {q.where}"
+            try:
+                exprs = [substitute(q.expr, j, speed) for j in job_ids]
+            except KeyError as exc:
+                problems.append(f"{where}: {exc.args[0]}: {q.expr}")
+                continue
+            has_data, errors = False, []
+            for expr in exprs:
+                evaluated += 1
+                answer = prom.query_raw(expr)
+                if answer.get("status") != "success":
+                    errors.append(answer.get("error", answer))
+                    break
+                has_data = has_data or bool(answer["data"]["result"])
+            if errors:
+                problems.append(f"{where}: error {errors[0]}: {q.expr}")
+            elif not has_data:
+                missing = sorted(metric_names(exprs[0]) - present)
+                if missing:
+                    not_emitted.append(f"{where}: no series {', '.join(missing)} here")
+                else:
+                    problems.append(f"{where}: no data for any of {len(job_ids)} jobs: {q.expr}")
+    return Report(problems, not_emitted, evaluated)
