@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 E2E_STAMP := $(VENV)/.installed-e2e
 TOOLS  := promtool vmalert amtool
-E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager setpriv
+E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager
 # Grafana's dashboard JSON schemas, beside the repository; renders validate against them.
 # (A git worktree sits one level deeper: look beside its parent too.)
 GRAFANA_SCHEMAS := $(firstword $(wildcard $(abspath ../shared/schemas/grafana) $(abspath ../../shared/schemas/grafana)))

@@ -11,7 +11,6 @@ declare -A PACKAGE=(
   [vmalert]=victoria-metrics
   [prometheus-alertmanager]=prometheus-alertmanager
   [amtool]=prometheus-alertmanager
-  [setpriv]=util-linux
 )
 
 missing=()

@@ -1,11 +1,13 @@
 """Start and stop the real components of the end-to-end tests, and talk to their APIs.
 
-Every process is started in its own session (so its whole process group can be killed,
-children included) under ``setpriv --pdeathsig KILL`` (so it dies with the test process
-even when that is killed with SIGKILL and no finalizer runs), with its output in a log
-file under the run's temporary directory. ``Processes.stop_all`` sends SIGTERM to every
-group, then SIGKILL to what is left; the fixtures call it in their finalizers and
-``atexit`` calls it again.
+Every process is started in its own session, so its whole process group (torchrun's
+workers included) can be killed, with its output in a log file under the run's
+temporary directory. ``Processes.stop_all`` sends SIGTERM to every group, then SIGKILL
+to what is left; the fixtures call it in their finalizers and ``atexit`` calls it again.
+
+When the test process dies without running any of that (SIGKILL, an OOM kill), a
+watchdog started first notices: it holds the read end of a pipe whose write end only
+the test process has, wakes up on EOF and kills every process group still listed.
 """
 from __future__ import annotations
 
@@ -40,25 +42,49 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+WATCHDOG = """
+import os, signal, sys
+sys.stdin.buffer.read()  # returns at EOF: the test process is gone
+try:
+    groups = open(sys.argv[1]).read().split()
+except OSError:
+    groups = []
+for pgid in groups:
+    try:
+        os.killpg(int(pgid), signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, ValueError):
+        pass
+"""
+
+
 class Processes:
     """The processes a test run started, by name."""
 
     def __init__(self, logs: Path):
         self.logs = logs
         self.procs: dict[str, subprocess.Popen] = {}
+        self.groups = logs / "process-groups"
+        self.groups.write_text("")
+        read, self._lifeline = os.pipe()
+        self.watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(self.groups)],
+                                         stdin=read, start_new_session=True,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(read)
         atexit.register(self.stop_all)
 
     def start(self, name: str, argv: list[str], env: dict | None = None,
               cwd: Path | None = None) -> subprocess.Popen:
         log = open(self.logs / f"{name}.log", "wb")
-        setpriv = shutil.which("setpriv")
-        prefix = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
-        proc = subprocess.Popen(prefix + argv, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=env, cwd=cwd)
+                                env=env, cwd=cwd, pass_fds=())
         log.close()
         self.procs[name] = proc
+        self._write_groups()
         return proc
+
+    def _write_groups(self) -> None:
+        self.groups.write_text("".join(f"{p.pid}\n" for p in self.procs.values()))
 
     def log(self, name: str, tail: int = 3000) -> str:
         path = self.logs / f"{name}.log"
@@ -82,10 +108,16 @@ class Processes:
             except subprocess.TimeoutExpired:
                 continue
             break
+        self._write_groups()
 
     def stop_all(self) -> None:
         for name in list(self.procs):
             self.stop(name)
+        self._write_groups()
+        if self._lifeline is not None:  # the watchdog finds nothing left and exits
+            os.close(self._lifeline)
+            self._lifeline = None
+            self.watchdog.wait(10)
 
 
 def get(url: str, timeout: float = 10) -> bytes:
