@@ -4,9 +4,10 @@
 
 Three measurements, each against a baseline in the same run so a noisy machine cancels:
 
-1. Paired loops: a 50 ms step of busy CPU work, bare and instrumented as a training loop
-   instruments it (step, compute, two pipeline phases, one collective, loss, grad norm),
-   interleaved step by step; overhead = median instrumented / median bare - 1.
+1. Paired loops: a 50 ms step of busy CPU work (a third "forward", two thirds
+   "backward"), bare and instrumented as a training loop instruments it (step, compute,
+   two pipeline phases, one collective, loss, grad norm), interleaved step by step in
+   ABBA order; overhead = median instrumented / median bare - 1.
 2. Direct cost: the same instrumentation calls without the work, many times; their mean
    cost per step as a share of 50 ms (the precise number the paired loops bound).
 3. With torch installed: a DDP step (gloo, one process) with torch's own allreduce comm
@@ -37,6 +38,11 @@ def busy(seconds: float) -> None:
         pass
 
 
+def bare_step(work: float) -> None:
+    busy(work / 3)
+    busy(2 * work / 3)
+
+
 def instrumented_step(tel: Telemetry, work: float) -> None:
     with tel.step():
         with tel.compute():
@@ -52,14 +58,14 @@ def instrumented_step(tel: Telemetry, work: float) -> None:
 
 def paired(tel: Telemetry, steps: int) -> tuple[float, float]:
     bare, inst = [], []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        busy(STEP)
-        t1 = time.perf_counter()
-        instrumented_step(tel, STEP)
-        t2 = time.perf_counter()
-        bare.append(t1 - t0)
-        inst.append(t2 - t1)
+    for i in range(steps):  # ABBA order, so drift and cache effects fall on both sides
+        for kind in (("bare", "inst") if i % 2 == 0 else ("inst", "bare")):
+            t0 = time.perf_counter()
+            if kind == "bare":
+                bare_step(STEP)
+            else:
+                instrumented_step(tel, STEP)
+            (bare if kind == "bare" else inst).append(time.perf_counter() - t0)
     return statistics.median(bare), statistics.median(inst)
 
 

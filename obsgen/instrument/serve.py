@@ -63,13 +63,20 @@ class Endpoint:
 
 
 class ScrapeWatch:
-    """A collector that yields nothing and notes when the registry was last collected,
-    so a finishing rank can wait for Prometheus to read its final values."""
+    """A collector registered first: it yields nothing, applies the queued updates
+    (``on_collect``) before the metrics are read, and counts scrapes, so a finishing rank
+    can wait for Prometheus to read its final values."""
 
-    def __init__(self):
+    def __init__(self, on_collect=None):
         self.scrapes = 0
+        self.on_collect = on_collect
+
+    def describe(self):
+        return []
 
     def collect(self):
+        if self.on_collect is not None:
+            self.on_collect()
         self.scrapes += 1
         return []
 
@@ -82,8 +89,8 @@ def serve(registry, port: int, addr: str, multiprocess_dir: str | None,
         from prometheus_client import multiprocess
 
         registry = pc.CollectorRegistry(auto_describe=True)
+        registry.register(watch)  # this process's own updates reach its files first
         multiprocess.MultiProcessCollector(registry, path=multiprocess_dir)
-    registry.register(watch)
     server, _thread = pc.start_http_server(port, addr=addr, registry=registry)
     return server
 
