@@ -4,8 +4,9 @@ Generic over the dashboard JSON: every string ``expr`` anywhere in the document 
 query (classic ``panels[].targets[]`` and rows, and schema-v2 query specs alike). Grafana
 variables are substituted as Grafana would for one job: ``$job_id``, a multi-value
 ``$rank`` / ``$stage`` as a regex for all values (a single value where the matcher is
-``=``), ``$__rate_interval`` and friends from the scrape interval. An unknown variable
-is a problem, not a guess.
+``=``), ``$__rate_interval`` and friends from the scrape interval; any other variable
+from the dashboard's own templating list (multi-value or All: every value; otherwise its
+current value). A variable found nowhere is a problem, not a guess.
 """
 from __future__ import annotations
 
@@ -27,10 +28,28 @@ class Query:
     dashboard: str
     where: str  # JSON path of the expr
     expr: str
+    variables: tuple = ()  # (name, value, regex value) from the dashboard's templating
+
+
+def template_variables(doc: dict) -> tuple:
+    """(name, single value, value inside a regex matcher) of the dashboard's variables."""
+    out = []
+    for var in (doc.get("templating") or {}).get("list") or []:
+        name = var.get("name")
+        current = (var.get("current") or {}).get("value")
+        if isinstance(current, list):
+            current = current[0] if current else None
+        if var.get("includeAll") or var.get("multi") or current in (None, "", "$__all"):
+            single = current if current not in (None, "", "$__all") else None
+            out.append((name, single, ".*"))
+        else:
+            out.append((name, str(current), str(current)))
+    return tuple(out)
 
 
 def queries(path: Path) -> list[Query]:
     doc = json.loads(path.read_text())
+    variables = template_variables(doc)
     out = []
 
     def walk(node, where):
@@ -38,7 +57,8 @@ def queries(path: Path) -> list[Query]:
             for k, v in node.items():
                 if k == "expr" and isinstance(v, str) and v.strip():
                     title = node.get("refId", "")
-                    out.append(Query(path.name, f"{where}.expr{f' ({title})' if title else ''}", v))
+                    out.append(Query(path.name, f"{where}.expr{f' ({title})' if title else ''}", v,
+                                     variables))
                 else:
                     walk(v, f"{where}.{k}")
         elif isinstance(node, list):
@@ -49,22 +69,27 @@ def queries(path: Path) -> list[Query]:
     return out
 
 
-def substitute(expr: str, job_id: str, speed: float, extra: dict[str, str] | None = None) -> str:
+def substitute(expr: str, job_id: str, speed: float, variables: tuple = ()) -> str:
     scrape = timescale.SCRAPE_INTERVAL / speed
     fixed = {
         "job_id": job_id, "__rate_interval": timescale.duration(4 * scrape),
         "__interval": timescale.duration(scrape), "__range": timescale.duration(3600 / speed),
         "__range_s": str(int(3600 / speed)), "__interval_ms": str(int(scrape * 1000)),
-        **(extra or {}),
     }
+    declared = {name: (single, regex) for name, single, regex in variables}
 
     def repl(m: re.Match) -> str:
         name = m.group(1) or m.group(2) or m.group(3)
         if name in fixed:
             return fixed[name]
+        before = expr[:m.start()].rstrip('"')
+        in_regex = before.endswith("=~") or before.endswith("!~")
         if name in MULTI:
-            before = expr[:m.start()].rstrip('"')
-            return ".*" if before.endswith("=~") or before.endswith("!~") else MULTI[name]
+            return ".*" if in_regex else MULTI[name]
+        if name in declared:
+            single, regex = declared[name]
+            if in_regex or single is not None:
+                return regex if in_regex else single
         raise KeyError(f"unknown Grafana variable ${name}")
     return VAR.sub(repl, expr)
 
@@ -105,7 +130,7 @@ def check(prom, paths: list[Path], job_ids: list[str], speed: float) -> Report:
         for q in queries(path):
             where = f"{q.dashboard}: {q.where}"
             try:
-                exprs = [substitute(q.expr, j, speed) for j in job_ids]
+                exprs = [substitute(q.expr, j, speed, q.variables) for j in job_ids]
             except KeyError as exc:
                 problems.append(f"{where}: {exc.args[0]}: {q.expr}")
                 continue
