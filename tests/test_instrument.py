@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from obsgen import contract
 from obsgen.contract import M
 from obsgen.instrument import Telemetry
+from obsgen.instrument.metrics import EMITTERS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,8 +67,11 @@ def tel():
 def test_every_instrument_metric_exists_from_start_with_the_contract_labels(tel):
     samples = scrape(tel)
     names = {n for n, _ in samples}
+    # series that exist once the loop reports them; link recoveries only NCCL itself knows
+    reported_later = (M.train_grad_norm, M.train_loss, M.train_planned_end_timestamp_seconds,
+                      M.train_rank_gpu_info, M.moe_expert_tokens_total, M.nccl_link_recovery_total)
     for m in contract.METRICS.values():
-        if m.emitter != contract.INSTRUMENT or m in (M.train_grad_norm, M.train_loss):
+        if m.emitter not in EMITTERS or m in reported_later:
             continue
         base = [m.key + s for s in ("_count", "_sum")] if m.type == contract.HISTOGRAM else [m.key]
         assert set(base) <= names, m.key
@@ -93,18 +97,19 @@ def test_grad_norm_and_loss_appear_only_once_reported_and_keep_nan(tel):
     assert value(samples, "train_loss") == 2.5
 
 
+# events in the compute block -> (compute, exposed communication)
 COMPUTE_CASES = {
-    "compute ends when the block exits without a collective": ([("work", 5)], 5),
+    "compute ends when the block exits without a collective": ([("work", 5)], (5, 0)),
     "compute ends at the first blocking dp collective, not after it": (
-        [("work", 4), ("coll dp", 7), ("work", 1)], 4),
-    "a tp collective inside compute is part of compute": ([("work", 2), ("coll tp", 3)], 5),
+        [("work", 4), ("coll dp", 7), ("work", 1)], (4, 8)),
+    "a tp collective inside compute is part of compute": ([("work", 2), ("coll tp", 3)], (5, 0)),
     "compute ends at the last gradient-ready mark (DDP buckets)": (
-        [("work", 2), ("ready", 0), ("work", 3), ("ready", 0), ("work", 6)], 5),
+        [("work", 2), ("ready", 0), ("work", 3), ("ready", 0), ("work", 6)], (5, 6)),
 }
 
 
 @pytest.mark.parametrize("events,expected", list(COMPUTE_CASES.values()), ids=list(COMPUTE_CASES))
-def test_compute_boundary(tel, events, expected):
+def test_compute_boundary_and_exposed_communication(tel, events, expected):
     clock = tel.clock
     with tel.step():
         with tel.compute():
@@ -117,8 +122,9 @@ def test_compute_boundary(tel, events, expected):
                     with tel.collective("AllReduce", kind.split()[1], 100):
                         clock.now += dt
     samples = scrape(tel)
-    assert value(samples, "train_compute_seconds_sum") == expected
+    assert value(samples, "train_compute_seconds_sum") == expected[0]
     assert value(samples, "train_compute_seconds_count") == 1
+    assert value(samples, "train_exposed_comm_seconds_sum") == expected[1]
 
 
 def test_step_stage_collective_and_checkpoint_are_counted(tel):
@@ -148,6 +154,20 @@ def test_step_stage_collective_and_checkpoint_are_counted(tel):
     assert value(s, "nccl_collective_duration_seconds_sum", op="AllGather", group="tp") == 1.0
     assert value(s, "train_checkpoint_total") == 1  # the failed save is not a checkpoint
     assert value(s, "train_checkpoint_timestamp_seconds") > 1_700_000_000.0
+
+
+def test_experts_gpu_and_planned_end(tel):
+    tel.expert_tokens(3, 1000)
+    tel.expert_tokens(3, 24)
+    tel.gpu_info("GPU-5e1d")
+    s = scrape(tel)
+    assert value(s, "moe_expert_tokens_total", expert="3") == 1024
+    assert value(s, "train_rank_gpu_info", UUID="GPU-5e1d", node="host-a", rank="3") == 1
+    t = Telemetry("job-e", planned_end=1_900_000_000.0, port_base=0, addr="127.0.0.1").start()
+    try:
+        assert value(scrape(t), "train_planned_end_timestamp_seconds") == 1_900_000_000.0
+    finally:
+        t.close()
 
 
 def test_a_failed_step_is_not_counted(tel):

@@ -13,6 +13,8 @@ What a loop reports, and when (see the package docstring for the whole loop):
   the all-reduce), else when the block exits. So a rank that waits for a slower peer does
   not count the wait as its own compute: the slow rank shows the most compute and the
   least collective time.
+  Where the compute ended at a gradient-ready mark or a blocking collective, the rest of
+  the block is communication the compute did not hide: ``train_exposed_comm_seconds``.
 * ``with tel.phase("forward"):`` pipeline-stage busy time, summed per step and phase,
   ``pipeline_stage_seconds``.
 * ``with tel.collective(op, group, nbytes):`` time and bytes of a collective,
@@ -21,6 +23,9 @@ What a loop reports, and when (see the package docstring for the whole loop):
 * ``tel.loss(x)``, ``tel.grad_norm(x)``: gauges of the last step (NaN and Inf kept: the
   NonFinite alert reads them).
 * ``with tel.checkpoint():`` a checkpoint: count, seconds, and the completion time.
+* ``tel.expert_tokens(expert, n)``: tokens routed to an MoE expert this rank hosts;
+  ``tel.gpu_info(uuid)``: the GPU the rank runs on (``tel.torch.use_cuda_events()`` sets
+  it), which joins dcgm-exporter's series to the job's ranks.
 
 Every counter and histogram series exists from ``start()`` with 0 (rules read increases
 from process start), and the checkpoint timestamp starts at the job's start time.
@@ -55,6 +60,7 @@ class Telemetry:
     def __init__(self, job_id: str, rank: int = 0, world_size: int = 1, *,
                  local_rank: int | None = None, stage: int = 0, pp: int = 1,
                  microbatches: int = 1, planned_steps: int = 0, start_step: int = 0,
+                 planned_end: float | None = None,
                  run_id: int = 0, node: str | None = None, start_time: float | None = None,
                  port_base: int = 9400, addr: str = "0.0.0.0", multiprocess_dir: str | None = None,
                  sd_dir: str | None = None, advertise: str | None = None, clock=None,
@@ -69,6 +75,7 @@ class Telemetry:
         self.local_rank = self.rank if local_rank is None else int(local_rank)
         self.stage, self.pp, self.microbatches = int(stage), int(pp), int(microbatches)
         self.planned_steps, self.current_step, self.run_id = planned_steps, start_step, run_id
+        self.planned_end = planned_end  # unix seconds the run should have finished by
         self.node = node or socket.gethostname()
         self.start_time = time.time() if start_time is None else start_time
         self.port_base, self.addr, self.advertise = port_base, addr, advertise
@@ -82,6 +89,7 @@ class Telemetry:
         self._step_end: float | None = None  # where the next step's wall time starts
         self._compute: list | None = None  # [start, first blocking, last ready] of the open block
         self._computes: list[tuple] = []  # (start, end) marks of this step's compute
+        self._exposed: list[tuple] = []  # (compute end, block exit): unhidden communication
         self._stages: dict[str, list[tuple]] = {}  # phase -> (start, end) marks of this step
         self._children: dict[tuple, _Series] = {}
         self._pending: collections.deque = collections.deque()  # (update, value) to apply
@@ -129,6 +137,7 @@ class Telemetry:
         self.flush()
         self._hot = (self._labels(M.train_step_seconds), self._labels(M.train_compute_seconds),
                      self._labels(M.train_current_step))
+        self._exposed_series = self._labels(M.train_exposed_comm_seconds)
         serving = not self.multiprocess_dir or self.local_rank == 0
         if serving:
             port = self.port_base + (0 if self.multiprocess_dir or self.port_base == 0
@@ -207,8 +216,8 @@ class Telemetry:
                 child.set(value)
 
     def _init_series(self) -> None:
-        for metric in (M.train_step_seconds, M.train_compute_seconds, M.train_checkpoint_total,
-                       M.train_checkpoint_seconds_total):
+        for metric in (M.train_step_seconds, M.train_compute_seconds, M.train_exposed_comm_seconds,
+                       M.train_checkpoint_total, M.train_checkpoint_seconds_total):
             self._labels(metric)
         for op, group in self.expected_collectives:
             self._labels(M.nccl_collective_duration_seconds, op=op, group=group)
@@ -222,7 +231,9 @@ class Telemetry:
                               (M.train_checkpoint_timestamp_seconds, self.start_time),
                               (M.train_run_id, self.run_id),
                               (M.train_pipeline_stages, self.pp),
-                              (M.train_microbatches_per_step, self.microbatches)):
+                              (M.train_microbatches_per_step, self.microbatches),
+                              *([(M.train_planned_end_timestamp_seconds, self.planned_end)]
+                                if self.planned_end is not None else [])):
             self._labels(metric).set(value)
 
     # the training loop ----------------------------------------------------------------
@@ -232,13 +243,14 @@ class Telemetry:
         the previous one plus 1; pass it after resuming from a checkpoint)."""
         now = time.perf_counter()
         start = self._step_end if self._step_end is not None else now
-        self._computes, self._stages = [], {}
+        self._computes, self._exposed, self._stages = [], [], {}
         yield
         self._step_end = end = time.perf_counter()
         step, compute, current = self._hot
         step.observe(end - start)
         if self._computes:
             self.clock.measure(self._computes, compute.observe)
+            self.clock.measure(self._exposed, self._exposed_series.observe)
         for phase, pairs in self._stages.items():
             self.clock.measure(pairs, self._labels(M.pipeline_stage_seconds, phase=phase).observe)
         self.current_step = self.current_step + 1 if index is None else index
@@ -257,8 +269,11 @@ class Telemetry:
         finally:
             self._compute = None
             start, blocking, ready = block
-            end = (blocking if blocking is not None else ready if ready is not None
-                   else self.clock.mark())
+            end = blocking if blocking is not None else ready
+            if end is None:
+                end = self.clock.mark()
+            else:  # from there to the block's end the rank waited for communication
+                self._exposed.append((end, self.clock.mark()))
             self._computes.append((start, end))
 
     def gradient_ready(self) -> None:
@@ -306,6 +321,14 @@ class Telemetry:
 
     def grad_norm(self, value: float) -> None:
         self._labels(M.train_grad_norm).set(_float(value))
+
+    def expert_tokens(self, expert: int | str, tokens: int) -> None:
+        """Tokens routed to an MoE expert hosted by this rank (summed over layers)."""
+        self._labels(M.moe_expert_tokens_total, expert=str(expert)).inc(tokens)
+
+    def gpu_info(self, uuid: str) -> None:
+        """Name the GPU this rank runs on (``GPU-...``, as dcgm-exporter's UUID label)."""
+        self._labels(M.train_rank_gpu_info, UUID=uuid).set(1)
 
     @contextmanager
     def checkpoint(self) -> Iterator[None]:

@@ -128,8 +128,11 @@ class TorchTelemetry:
         return entry[1] if entry else UNKNOWN
 
     def use_cuda_events(self) -> None:
-        """Measure compute, stage and collective time with CUDA events (GPU jobs)."""
+        """Measure compute, stage and collective time with CUDA events (GPU jobs), and
+        publish the UUID of the current GPU (``train_rank_gpu_info``)."""
         self.tel.clock = CudaClock()
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        self.tel.gpu_info(f"GPU-{props.uuid}")
 
     # DDP ------------------------------------------------------------------------------
     def comm_hook(self, inner=None, op: str = "AllReduce"):

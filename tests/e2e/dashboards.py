@@ -146,7 +146,11 @@ def check(prom, paths: list[Path], job_ids: list[str], speed: float) -> Report:
                 problems.append(f"{where}: error {errors[0]}: {q.expr}")
             elif not has_data:
                 missing = sorted(metric_names(exprs[0]) - present)
-                if missing:
+                recorded = [n for n in missing if ":" in n]
+                if recorded:  # no exporter to blame: the rules should record it
+                    problems.append(f"{where}: reads {', '.join(recorded)}, which no rule "
+                                    f"records here: {q.expr}")
+                elif missing:
                     not_emitted.append(f"{where}: no series {', '.join(missing)} here")
                 else:
                     problems.append(f"{where}: no data for any of {len(job_ids)} jobs: {q.expr}")

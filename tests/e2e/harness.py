@@ -246,6 +246,7 @@ class Stack:
     webhook: Webhook
     sd_dir: Path
     sim_sd: Path
+    rendered: Path  # everything rendered from the e2e profile: rules/, dashboards/, ...
 
     def am_alerts(self) -> list[dict]:
         return json.loads(get(f"{self.am_url}/api/v2/alerts"))
@@ -287,4 +288,4 @@ def start_stack(procs: Processes, tmp: Path, speed: float) -> Stack:
     for name, url in (("prometheus", prom.url), ("alertmanager", am_url)):
         wait_until(f"{name} ready", lambda u=url: get(f"{u}/-/ready", timeout=2), 60,
                    on_fail=lambda n=name: procs.log(n))
-    return Stack(procs, tmp, speed, prom, am_url, webhook, sd_dir, sim_sd / "targets.json")
+    return Stack(procs, tmp, speed, prom, am_url, webhook, sd_dir, sim_sd / "targets.json", out)
