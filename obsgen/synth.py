@@ -152,6 +152,15 @@ class Job:
     checkpoint_every: float = 600.0
     checkpoint_cost: float = 20.0
     grad_bytes: float = 2.8e8  # bytes each rank all-reduces per step in the dp group
+    # Other parallelisms' collectives, per rank and step: (op, group, bytes, seconds), e.g.
+    # ("AllToAll", "ep", 6e7, 0.02). Deterministic (no noise), so adding them changes
+    # nothing else a job emits.
+    collectives: tuple[tuple[str, str, float, float], ...] = ()
+    experts: int = 0  # MoE experts, spread over the ranks; tokens_per_step routed per step
+    tokens_per_step: float = 4.0e6
+    exposed_share: float | None = None  # export exposed communication: this share of the wait
+    planned_end: float | None = None  # export the planned end (seconds after start)
+    gpu_info: bool = False  # export train_rank_gpu_info (one GPU UUID per rank)
     grad_from_all_ranks: bool = False  # like Megatron: only the last rank reports by default
     start: float = 0.0
     init: float = 0.0  # seconds after start before the first step (metrics already served)
@@ -361,6 +370,7 @@ class _Sim:
                           coll * j.noise, op="AllReduce", group="dp")
             self._inc(r, M.nccl_collective_bytes_total.key, n * j.grad_bytes, op="AllReduce",
                       group="dp")
+            self._other_parallelisms(r, n, coll)
             if j.emit_pipeline or (j.emit_pipeline is None and j.pp > 1):
                 # Without pipeline parallelism the stage is busy for its compute only.
                 busy = wall * (1 - self.bubble(self.stage_of(r), tm)) if j.pp > 1 else mean
@@ -408,6 +418,21 @@ class _Sim:
             share = 1.0 if le == math.inf else _phi((le - mean) / sd)
             self._inc(rank, base + "_bucket", round(n * share), le=label, **extra)
 
+    def _other_parallelisms(self, r: int, n: int, wait: float) -> None:
+        j = self.j
+        for op, group, nbytes, secs in j.collectives:
+            self._observe(r, M.nccl_collective_duration_seconds.key, n, n * secs, secs,
+                          secs * j.noise, op=op, group=group)
+            self._inc(r, M.nccl_collective_bytes_total.key, n * nbytes, op=op, group=group)
+        for e in range(r, j.experts, j.ranks):  # expert e lives on rank e % ranks
+            share = 1.0 + 0.3 * math.sin(e)  # a fixed, uneven routing
+            self._inc(r, M.moe_expert_tokens_total.key, n * j.tokens_per_step / j.experts * share,
+                      expert=str(e))
+        if j.exposed_share is not None:
+            exposed = wait * j.exposed_share
+            self._observe(r, M.train_exposed_comm_seconds.key, n, n * exposed, exposed,
+                          exposed * j.noise)
+
     def gauges(self, rank: int, grad: float, loss: float) -> dict[tuple, float]:
         j = self.j
         out = {
@@ -419,6 +444,11 @@ class _Sim:
             self._key(rank, M.train_pipeline_stages.key): float(j.pp),
             self._key(rank, M.train_microbatches_per_step.key): float(j.microbatches),
         }
+        if j.planned_end is not None:
+            out[self._key(rank, M.train_planned_end_timestamp_seconds.key)] = j.start + j.planned_end
+        if j.gpu_info:
+            uuid = f"GPU-{j.subnet:02x}{rank:06x}-0000-4000-8000-{self.gen:012x}"
+            out[self._key(rank, M.train_rank_gpu_info.key, UUID=uuid)] = 1.0
         if j.grad_from_all_ranks or rank == j.ranks - 1:
             out[self._key(rank, M.train_grad_norm.key)] = grad
             out[self._key(rank, M.train_loss.key)] = loss
@@ -441,6 +471,7 @@ class _Sim:
             if j.emit_pipeline or (j.emit_pipeline is None and j.pp > 1):
                 for phase in ("forward", "backward"):
                     self._observe(r, M.pipeline_stage_seconds.key, 0, 0.0, 1.0, 1.0, phase=phase)
+            self._other_parallelisms(r, 0, 0.0)
 
     # NCCL sidecar ----------------------------------------------------------------------
     def exporter_down(self, t: float) -> bool:

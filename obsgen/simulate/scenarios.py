@@ -32,9 +32,22 @@ def _slow_rank(j: Job) -> int:
     return min(3, j.ranks - 1)
 
 
+DAY = 86400.0
+MEGATRON = dict(  # per rank and step: (op, group, bytes, seconds)
+    pp=2, microbatches=8, experts=16, exposed_share=0.3, planned_end=30 * DAY, gpu_info=True,
+    collectives=(("AllReduce", "tp", 1.2e8, 0.05), ("AllGather", "tp", 6.0e7, 0.02),
+                 ("ReduceScatter", "tp", 6.0e7, 0.02), ("Send", "pp", 3.2e7, 0.01),
+                 ("Recv", "pp", 3.2e7, 0.012), ("AllToAll", "ep", 8.0e7, 0.04),
+                 ("AllGather", "cp", 2.0e7, 0.01), ("AllGather", "fsdp", 1.4e8, 0.03),
+                 ("ReduceScatter", "fsdp", 1.4e8, 0.035)))
+
 SCENARIOS: dict[str, Scenario] = {
     "healthy": Scenario("a healthy job: warm-up, noise, checkpoints every 10 minutes",
                         lambda j: j),
+    "megatron": Scenario(
+        "a healthy Megatron-style job with every parallelism: TP, PP (p=2, m=8), EP (16 "
+        "experts), CP and FSDP collectives, exposed communication, GPU info, a planned end",
+        lambda j: replace(j, **MEGATRON)),
     "straggler": Scenario(
         "rank 3 (or the last rank) computes 20% slower from minute 30",
         lambda j: replace(j, faults=(SlowRank(rank=_slow_rank(j), factor=1.2, start=30 * MIN),)),

@@ -80,6 +80,8 @@ def substitute(expr: str, job_id: str, speed: float, variables: tuple = ()) -> s
 
     def repl(m: re.Match) -> str:
         name = m.group(1) or m.group(2) or m.group(3)
+        if name.isdigit():
+            return m.group(0)  # $1: a regex group in label_replace, which Grafana leaves too
         if name in fixed:
             return fixed[name]
         before = expr[:m.start()].rstrip('"')

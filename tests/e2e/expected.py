@@ -20,6 +20,8 @@ def alert(name: str, **labels) -> tuple:
 # sentence -> (scenario, the alerts Prometheus fires for its job at some point)
 EXPECTED = {
     "a healthy job with warm-up, noise and checkpoints fires nothing": ("healthy", set()),
+    "a healthy job with every parallelism (TP, PP, EP, CP, FSDP) fires nothing": (
+        "megatron", set()),
     "a rank 20% slower in compute fires Persistent for that rank and stage only": (
         "straggler", {alert(P, rank="3", stage="0")}),
     "a slow rank rotating every 5 minutes fires Transient, never Persistent": (

@@ -2,7 +2,13 @@
 obsgen.instrument, scraped by the real Prometheus: Train_Straggler_Persistent fires for
 the slow rank and nothing else fires, while the naive step-time comparison of the
 reference document sees four equal ranks and the time inside the all-reduce points at
-everyone but the straggler."""
+everyone but the straggler.
+
+"Nothing else" is judged once the job is older than the persistence window (30 s in the
+e2e profile) plus the rate window: within its first window the persistent-straggler rule
+averages over a partly filled window, and a rank whose first steps were slower (rank 0
+initialises more) can be flagged for a few seconds. That is a property of the rule, not
+of this job; the report of issue 4 describes it."""
 from __future__ import annotations
 
 import importlib.util
@@ -10,6 +16,7 @@ import os
 import shutil
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -50,23 +57,28 @@ def ddp(stack, procs, tmp_path_factory):
     harness.wait_until(f"{RANKS} ranks scraped", lambda: len(stack.prom.query(
         f'train_world_size{{job_id="{JOB}"}}')) == RANKS, 120,
         on_fail=lambda: procs.log("torchrun"))
-    harness.wait_until(f"{P} for job {JOB}", lambda: stack.prom.query(
-        f'ALERTS{{alertname="{P}", alertstate="firing", job_id="{JOB}"}}'), 120,
+    first = time.time()
+    settled = first + (30 + 5) * 60 / stack.speed  # persistence + rate window, scaled
+    harness.wait_until(f"{P} for rank {SLOW} of job {JOB}", lambda: stack.prom.query(
+        f'ALERTS{{alertname="{P}", alertstate="firing", job_id="{JOB}", rank="{SLOW}"}}'), 120,
         on_fail=lambda: procs.log("torchrun"))
-    yield {"proc": proc, "started": started}
+    time.sleep(max(0.0, settled - time.time()))
+    yield {"proc": proc, "started": started, "settled": settled}
 
 
 def test_persistent_straggler_fires_for_the_slow_rank(stack, ddp):
-    (alert,) = stack.prom.query(f'ALERTS{{alertname="{P}", alertstate="firing", job_id="{JOB}"}}')
+    (alert,) = stack.prom.query(f'ALERTS{{alertstate="firing", job_id="{JOB}"}}')
+    assert alert["metric"]["alertname"] == P
     assert (alert["metric"]["rank"], alert["metric"]["stage"]) == (SLOW, "0")
     assert alert["metric"]["node"]  # the host name, from obsgen.instrument
 
 
 def test_the_naive_step_time_comparison_does_not_single_it_out(stack, ddp):
-    window = "10s"
+    window = "30s"
     step = per_rank(stack, mean("train_step_seconds", window))
     assert len(step) == RANKS
-    assert max(step.values()) / sorted(step.values())[RANKS // 2 - 1] < 1.05, step
+    median = sorted(step.values())[RANKS // 2 - 1]
+    assert step[SLOW] / median < 1.05, step  # the straggler's steps are no longer
     # the reference document's rule (section 3.1), its many-to-one match made explicit
     naive = stack.prom.query(f"""
         max by (job_id) (histogram_quantile(0.5, sum by (job_id, rank, le)
@@ -81,7 +93,7 @@ def test_the_naive_step_time_comparison_does_not_single_it_out(stack, ddp):
 
 
 def test_the_slow_rank_waits_least_inside_the_all_reduce(stack, ddp):
-    coll = per_rank(stack, mean("nccl_collective_duration_seconds", "10s",
+    coll = per_rank(stack, mean("nccl_collective_duration_seconds", "30s",
                                 ', group="dp", op="AllReduce"'))
     assert len(coll) == RANKS and min(coll, key=coll.get) == SLOW, coll
 
@@ -99,12 +111,18 @@ def test_only_the_straggler_fires_and_a_completed_job_is_not_a_failed_one(stack,
     assert proc.wait(240) == 0, procs.log("torchrun")
     procs.procs.pop("torchrun", None)
     time.sleep(10 * 30 / stack.speed)  # ten scaled scrape intervals: RankFailed would be firing
-    span = int(time.time() - ddp["started"]) + 5
+    since = int(time.time() - ddp["settled"])
     fired = {(s["metric"]["alertname"], s["metric"].get("rank"))
              for s in stack.prom.query(
-                 f'max_over_time(ALERTS{{alertstate="firing", job_id="{JOB}"}}[{span}s])')}
+                 f'max_over_time(ALERTS{{alertstate="firing", job_id="{JOB}"}}[{since}s])')}
     assert fired == {(P, SLOW)}
-    notified = [(r, labels["alertname"], labels.get("rank")) for r, _, labels in stack.webhook.received()
-                if labels.get("job_id") == JOB]
-    assert ("obsgen-platform-warning", P, SLOW) in notified
-    assert {n[1] for n in notified} == {P}
+    whole_run = int(time.time() - ddp["started"]) + 5
+    assert not stack.prom.query(f'ALERTS{{alertname="Train_RankFailed", job_id="{JOB}"}}'
+                                f'[{whole_run}s]')
+    settled = datetime.fromtimestamp(ddp["settled"], timezone.utc)
+    notified = {(n["receiver"], a["labels"]["alertname"], a["labels"].get("rank"),
+                 datetime.fromisoformat(a["startsAt"].replace("Z", "+00:00")) >= settled)
+                for n in list(stack.webhook.notifications) for a in n["alerts"]
+                if a["labels"].get("job_id") == JOB and a["status"] == "firing"}
+    assert {n[:3] for n in notified if n[1:3] == (P, SLOW)} == {("obsgen-platform-warning", P, SLOW)}
+    assert not {n for n in notified if n[1:3] != (P, SLOW) and n[3]}
