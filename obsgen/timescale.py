@@ -8,6 +8,12 @@ default divided by the same factor. Prometheus' own time constants (scrape and
 evaluation interval, lookback delta) and Alertmanager's are divided too. Nothing else
 changes: thresholds, ratios, fractions and the expressions' structure are the defaults'.
 
+Two rules are not invariant under the scaling and are left to their promtool fixtures:
+Train_ETA_Slip adds a duration (remaining steps x step time, in the model's seconds) to
+``time()`` (the wall clock), and Train_CheckpointStorage_Slow compares a rate with an
+absolute floor in bytes per second; in a world ``factor`` times faster both see values
+``factor`` times off. The simulator's scenarios avoid what they read.
+
 ``check(cfg)`` proves a config is such a profile and returns its factor; the simulator
 refuses a profile that is not uniform, and tests/test_timescale.py shows that the rules
 rendered from the committed profile are the default rules with scaled durations.

@@ -138,10 +138,10 @@ def test_step_stage_collective_and_checkpoint_are_counted(tel):
                     clock.now += 2
             with tel.collective("AllGather", "tp", 1000):
                 clock.now += 0.5
-    with tel.checkpoint():
+    with tel.checkpoint(nbytes=5_000_000):
         pass
     with pytest.raises(OSError):
-        with tel.checkpoint():
+        with tel.checkpoint(nbytes=7):
             raise OSError("disk full")
     s = scrape(tel)
     assert value(s, "train_current_step") == 2
@@ -153,6 +153,7 @@ def test_step_stage_collective_and_checkpoint_are_counted(tel):
     assert value(s, "nccl_collective_bytes_total", op="AllGather", group="tp") == 2000
     assert value(s, "nccl_collective_duration_seconds_sum", op="AllGather", group="tp") == 1.0
     assert value(s, "train_checkpoint_total") == 1  # the failed save is not a checkpoint
+    assert value(s, "checkpoint_bytes_written_total") == 5_000_000
     assert value(s, "train_checkpoint_timestamp_seconds") > 1_700_000_000.0
 
 
@@ -163,9 +164,12 @@ def test_experts_gpu_and_planned_end(tel):
     s = scrape(tel)
     assert value(s, "moe_expert_tokens_total", expert="3") == 1024
     assert value(s, "train_rank_gpu_info", UUID="GPU-5e1d", node="host-a", rank="3") == 1
-    t = Telemetry("job-e", planned_end=1_900_000_000.0, port_base=0, addr="127.0.0.1").start()
+    t = Telemetry("job-e", planned_end=1_900_000_000.0, resumed_from=1_600_000_000.0,
+                  port_base=0, addr="127.0.0.1").start()
     try:
         assert value(scrape(t), "train_planned_end_timestamp_seconds") == 1_900_000_000.0
+        # a restarted job's checkpoint age runs from the checkpoint it resumed from
+        assert value(scrape(t), "train_checkpoint_timestamp_seconds") == 1_600_000_000.0
     finally:
         t.close()
 

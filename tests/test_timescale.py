@@ -42,6 +42,8 @@ def normalised(cfg: config.Config, factor: float) -> list[dict]:
                               rule["expr"])
                 expr = re.sub(r"\[(\w+)(?::(\w+))?\]", lambda m: "[" + ":".join(
                     f"{seconds(d) / factor:g}s" for d in m.groups() if d) + "]", expr)
+                expr = re.sub(r"\boffset (\w+)", lambda m: f"offset {seconds(m.group(1)) / factor:g}s",
+                              expr)
                 expr = re.sub(r"(?<![\w.])(\d+)(?![\w.])", lambda m: numbers.get(m.group(1), m.group(1)), expr)
                 out.append({"name": names.get(rule.get("record"), rule.get("alert")), "expr": expr,
                             "for": seconds(rule.get("for", "0s")) / factor,
@@ -60,7 +62,7 @@ def test_the_default_config_is_its_own_profile_with_factor_1():
 
 def test_profile_rules_are_the_default_rules_with_scaled_durations():
     default, scaled = normalised(defaults(), 60), normalised(load(PROFILE), 1)
-    assert len(default) == len(scaled) == 30
+    assert default and len(default) == len(scaled)
     for d, s in zip(default, scaled):
         assert d == s
 

@@ -22,7 +22,10 @@ What a loop reports, and when (see the package docstring for the whole loop):
   helpers call it for you).
 * ``tel.loss(x)``, ``tel.grad_norm(x)``: gauges of the last step (NaN and Inf kept: the
   NonFinite alert reads them).
-* ``with tel.checkpoint():`` a checkpoint: count, seconds, and the completion time.
+* ``with tel.checkpoint(nbytes):`` a checkpoint: count, seconds, bytes this rank wrote,
+  and the completion time. Before the first, the timestamp is the job's start, or after
+  a restart the time of the checkpoint it resumed from (``resumed_from``), so a restart
+  is no checkpoint progress.
 * ``tel.expert_tokens(expert, n)``: tokens routed to an MoE expert this rank hosts;
   ``tel.gpu_info(uuid)``: the GPU the rank runs on (``tel.torch.use_cuda_events()`` sets
   it), which joins dcgm-exporter's series to the job's ranks.
@@ -60,7 +63,7 @@ class Telemetry:
     def __init__(self, job_id: str, rank: int = 0, world_size: int = 1, *,
                  local_rank: int | None = None, stage: int = 0, pp: int = 1,
                  microbatches: int = 1, planned_steps: int = 0, start_step: int = 0,
-                 planned_end: float | None = None,
+                 planned_end: float | None = None, resumed_from: float | None = None,
                  run_id: int = 0, node: str | None = None, start_time: float | None = None,
                  port_base: int = 9400, addr: str = "0.0.0.0", multiprocess_dir: str | None = None,
                  sd_dir: str | None = None, advertise: str | None = None, clock=None,
@@ -76,6 +79,7 @@ class Telemetry:
         self.stage, self.pp, self.microbatches = int(stage), int(pp), int(microbatches)
         self.planned_steps, self.current_step, self.run_id = planned_steps, start_step, run_id
         self.planned_end = planned_end  # unix seconds the run should have finished by
+        self.resumed_from = resumed_from  # unix time of the checkpoint a restart resumed from
         self.node = node or socket.gethostname()
         self.start_time = time.time() if start_time is None else start_time
         self.port_base, self.addr, self.advertise = port_base, addr, advertise
@@ -217,7 +221,8 @@ class Telemetry:
 
     def _init_series(self) -> None:
         for metric in (M.train_step_seconds, M.train_compute_seconds, M.train_exposed_comm_seconds,
-                       M.train_checkpoint_total, M.train_checkpoint_seconds_total):
+                       M.train_checkpoint_total, M.train_checkpoint_seconds_total,
+                       M.checkpoint_bytes_written_total):
             self._labels(metric)
         for op, group in self.expected_collectives:
             self._labels(M.nccl_collective_duration_seconds, op=op, group=group)
@@ -228,7 +233,8 @@ class Telemetry:
         for metric, value in ((M.train_world_size, self.world_size),
                               (M.train_current_step, self.current_step),
                               (M.train_planned_steps, self.planned_steps),
-                              (M.train_checkpoint_timestamp_seconds, self.start_time),
+                              (M.train_checkpoint_timestamp_seconds,
+                               self.start_time if self.resumed_from is None else self.resumed_from),
                               (M.train_run_id, self.run_id),
                               (M.train_pipeline_stages, self.pp),
                               (M.train_microbatches_per_step, self.microbatches),
@@ -331,11 +337,13 @@ class Telemetry:
         self._labels(M.train_rank_gpu_info, UUID=uuid).set(1)
 
     @contextmanager
-    def checkpoint(self) -> Iterator[None]:
-        """A checkpoint save; counted only when the block completes without an error."""
+    def checkpoint(self, nbytes: int = 0) -> Iterator[None]:
+        """A checkpoint save of ``nbytes`` by this rank; counted only when the block
+        completes without an error."""
         start = time.perf_counter()
         yield
         self._labels(M.train_checkpoint_total).inc()
+        self._labels(M.checkpoint_bytes_written_total).inc(max(nbytes, 0))
         self._labels(M.train_checkpoint_seconds_total).inc(time.perf_counter() - start)
         self._labels(M.train_checkpoint_timestamp_seconds).set(time.time())
         if self._step_end is not None:
