@@ -59,6 +59,7 @@ def value(samples, name, **labels):
 def tel():
     t = Telemetry("job-t", rank=3, world_size=8, local_rank=3, stage=1, pp=2, microbatches=4,
                   planned_steps=100, node="host-a", start_time=1_700_000_000.0, port_base=0,
+                  checkpoint_bytes=True,
                   addr="127.0.0.1", clock=ManualClock()).start()
     yield t
     t.close()

@@ -22,8 +22,8 @@ What a loop reports, and when (see the package docstring for the whole loop):
   helpers call it for you).
 * ``tel.loss(x)``, ``tel.grad_norm(x)``: gauges of the last step (NaN and Inf kept: the
   NonFinite alert reads them).
-* ``with tel.checkpoint(nbytes):`` a checkpoint: count, seconds, bytes this rank wrote,
-  and the completion time. Before the first, the timestamp is the job's start, or after
+* ``with tel.checkpoint(nbytes):`` a checkpoint: count, seconds, bytes this rank wrote
+  (with ``checkpoint_bytes=True``), and the completion time. Before the first, the timestamp is the job's start, or after
   a restart the time of the checkpoint it resumed from (``resumed_from``), so a restart
   is no checkpoint progress.
 * ``tel.expert_tokens(expert, n)``: tokens routed to an MoE expert this rank hosts;
@@ -64,6 +64,7 @@ class Telemetry:
                  local_rank: int | None = None, stage: int = 0, pp: int = 1,
                  microbatches: int = 1, planned_steps: int = 0, start_step: int = 0,
                  planned_end: float | None = None, resumed_from: float | None = None,
+                 checkpoint_bytes: bool = False,
                  run_id: int = 0, node: str | None = None, start_time: float | None = None,
                  port_base: int = 9400, addr: str = "0.0.0.0", multiprocess_dir: str | None = None,
                  sd_dir: str | None = None, advertise: str | None = None, clock=None,
@@ -80,6 +81,9 @@ class Telemetry:
         self.planned_steps, self.current_step, self.run_id = planned_steps, start_step, run_id
         self.planned_end = planned_end  # unix seconds the run should have finished by
         self.resumed_from = resumed_from  # unix time of the checkpoint a restart resumed from
+        # publish checkpoint_bytes_written_total (pass nbytes to checkpoint()); off, the series
+        # is absent, so Train_CheckpointStorage_Slow has nothing to judge rather than 0 B/s
+        self.checkpoint_bytes = checkpoint_bytes
         self.node = node or socket.gethostname()
         self.start_time = time.time() if start_time is None else start_time
         self.port_base, self.addr, self.advertise = port_base, addr, advertise
@@ -222,7 +226,7 @@ class Telemetry:
     def _init_series(self) -> None:
         for metric in (M.train_step_seconds, M.train_compute_seconds, M.train_exposed_comm_seconds,
                        M.train_checkpoint_total, M.train_checkpoint_seconds_total,
-                       M.checkpoint_bytes_written_total):
+                       *([M.checkpoint_bytes_written_total] if self.checkpoint_bytes else [])):
             self._labels(metric)
         for op, group in self.expected_collectives:
             self._labels(M.nccl_collective_duration_seconds, op=op, group=group)
@@ -343,7 +347,8 @@ class Telemetry:
         start = time.perf_counter()
         yield
         self._labels(M.train_checkpoint_total).inc()
-        self._labels(M.checkpoint_bytes_written_total).inc(max(nbytes, 0))
+        if self.checkpoint_bytes:
+            self._labels(M.checkpoint_bytes_written_total).inc(max(nbytes, 0))
         self._labels(M.train_checkpoint_seconds_total).inc(time.perf_counter() - start)
         self._labels(M.train_checkpoint_timestamp_seconds).set(time.time())
         if self._step_end is not None:

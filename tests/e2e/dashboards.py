@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,11 +123,36 @@ class Report:
     evaluated: int
 
 
-def check(prom, paths: list[Path], job_ids: list[str], speed: float) -> Report:
-    """Evaluate every query of every dashboard for every job. A query that errors is a
-    problem; one without data for every job is a problem when every series it selects
-    exists in this Prometheus (otherwise its exporter simply does not run here)."""
+def recorded_inputs(rules_dir: Path | None) -> dict[str, set[str]]:
+    """{recorded series: the scraped series it is computed from, transitively}."""
+    if rules_dir is None:
+        return {}
+    import yaml
+
+    direct = {}
+    for f in sorted(rules_dir.glob("*.yaml")):
+        for group in (yaml.safe_load(f.read_text()) or {}).get("groups", []):
+            for rule in group.get("rules", []):
+                if "record" in rule:
+                    direct.setdefault(rule["record"], set()).update(metric_names(rule["expr"]))
+    def expand(name, seen=()):
+        if name not in direct or name in seen:
+            return {name}
+        return set().union(*(expand(n, (*seen, name)) for n in direct[name]))
+    return {name: expand(name) for name in direct}
+
+
+def check(prom, paths: list[Path], job_ids: list[str], speed: float,
+          rules_dir: Path | None = None, span: float = 90.0) -> Report:
+    """Evaluate every query of every dashboard for every job over the last ``span``
+    seconds, as a Grafana time-series panel would. A query that errors is a problem; one
+    without data for every job is a problem when every series it reads exists in this
+    Prometheus, directly or through the recording rules in ``rules_dir`` (otherwise its
+    exporter simply does not run here)."""
     present = set(prom.api("label/__name__/values"))
+    inputs = recorded_inputs(rules_dir)
+    end = time.time()
+    step = timescale.SCRAPE_INTERVAL / speed
     problems, not_emitted, evaluated = [], [], 0
     for path in paths:
         for q in queries(path):
@@ -139,16 +165,20 @@ def check(prom, paths: list[Path], job_ids: list[str], speed: float) -> Report:
             has_data, errors = False, []
             for expr in exprs:
                 evaluated += 1
-                answer = prom.query_raw(expr)
+                answer = prom.query_range_raw(expr, end - span, end, step)
                 if answer.get("status") != "success":
                     errors.append(answer.get("error", answer))
                     break
-                has_data = has_data or bool(answer["data"]["result"])
+                has_data = has_data or any(r.get("values") for r in answer["data"]["result"])
+                if has_data:
+                    break
             if errors:
                 problems.append(f"{where}: error {errors[0]}: {q.expr}")
             elif not has_data:
-                missing = sorted(metric_names(exprs[0]) - present)
-                recorded = [n for n in missing if ":" in n]
+                names = metric_names(exprs[0])
+                scraped = set().union(*(inputs.get(n, {n}) for n in names)) if names else set()
+                missing = sorted(scraped - present)
+                recorded = [n for n in names - present if ":" in n and n not in inputs]
                 if recorded:  # no exporter to blame: the rules should record it
                     problems.append(f"{where}: reads {', '.join(recorded)}, which no rule "
                                     f"records here: {q.expr}")

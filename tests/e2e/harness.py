@@ -197,6 +197,14 @@ class Prometheus:
         except urllib.error.HTTPError as exc:
             return json.loads(exc.read() or b"{}") or {"status": "error", "error": str(exc)}
 
+    def query_range_raw(self, expr: str, start: float, end: float, step: float) -> dict:
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        url = f"{self.url}/api/v1/query_range?{urllib.parse.urlencode(params)}"
+        try:
+            return json.loads(get(url, timeout=30))
+        except urllib.error.HTTPError as exc:
+            return json.loads(exc.read() or b"{}") or {"status": "error", "error": str(exc)}
+
     def alerts(self) -> list[dict]:
         return self.api("alerts")["alerts"]
 

@@ -38,7 +38,7 @@ def test_every_dashboard_query_evaluates_with_data(stack, run):
     rendered = stack.rendered / "dashboards"
     paths = sorted(rendered.rglob("*.json"))
     assert sorted(p.relative_to(rendered) for p in paths) == committed
-    report = dashboards.check(stack.prom, paths, JOBS, stack.speed)
+    report = dashboards.check(stack.prom, paths, JOBS, stack.speed, stack.rendered / "rules")
     for line in report.not_emitted:
         print("no exporter here:", line)
     assert report.evaluated > 0
