@@ -70,7 +70,8 @@ def test_every_instrument_metric_exists_from_start_with_the_contract_labels(tel)
     names = {n for n, _ in samples}
     # series that exist once the loop reports them; link recoveries only NCCL itself knows
     reported_later = (M.train_grad_norm, M.train_loss, M.train_planned_end_timestamp_seconds,
-                      M.train_rank_gpu_info, M.moe_expert_tokens_total, M.nccl_link_recovery_total)
+                      M.train_rank_gpu_info, M.moe_expert_tokens_total, M.nccl_link_recovery_total,
+                      M.job_recovery_seconds, M.job_checkpoint_age_at_failure_seconds)
     for m in contract.METRICS.values():
         if m.emitter not in EMITTERS or m in reported_later:
             continue
@@ -171,6 +172,21 @@ def test_experts_gpu_and_planned_end(tel):
         assert value(scrape(t), "train_planned_end_timestamp_seconds") == 1_900_000_000.0
         # a restarted job's checkpoint age runs from the checkpoint it resumed from
         assert value(scrape(t), "train_checkpoint_timestamp_seconds") == 1_600_000_000.0
+    finally:
+        t.close()
+
+
+def test_after_a_restart_rank_0_reports_recovery_time_and_lost_work():
+    now = time.time()
+    t = Telemetry("job-r", failed_at=now - 120, resumed_from=now - 1000, port_base=0,
+                  addr="127.0.0.1").start()
+    try:
+        assert not any(n == "job_recovery_seconds" for n, _ in scrape(t))
+        with t.step():
+            pass
+        s = scrape(t)
+        assert 120 <= value(s, "job_recovery_seconds") < 130
+        assert value(s, "job_checkpoint_age_at_failure_seconds") == pytest.approx(880)
     finally:
         t.close()
 

@@ -25,7 +25,9 @@ What a loop reports, and when (see the package docstring for the whole loop):
 * ``with tel.checkpoint(nbytes):`` a checkpoint: count, seconds, bytes this rank wrote
   (with ``checkpoint_bytes=True``), and the completion time. Before the first, the timestamp is the job's start, or after
   a restart the time of the checkpoint it resumed from (``resumed_from``), so a restart
-  is no checkpoint progress.
+  is no checkpoint progress. With ``failed_at`` (when the previous processes last
+  completed a step), rank 0's first step reports ``job_recovery_seconds`` and
+  ``job_checkpoint_age_at_failure_seconds``.
 * ``tel.expert_tokens(expert, n)``: tokens routed to an MoE expert this rank hosts;
   ``tel.gpu_info(uuid)``: the GPU the rank runs on (``tel.torch.use_cuda_events()`` sets
   it), which joins dcgm-exporter's series to the job's ranks.
@@ -64,7 +66,7 @@ class Telemetry:
                  local_rank: int | None = None, stage: int = 0, pp: int = 1,
                  microbatches: int = 1, planned_steps: int = 0, start_step: int = 0,
                  planned_end: float | None = None, resumed_from: float | None = None,
-                 checkpoint_bytes: bool = False,
+                 checkpoint_bytes: bool = False, failed_at: float | None = None,
                  run_id: int = 0, node: str | None = None, start_time: float | None = None,
                  port_base: int = 9400, addr: str = "0.0.0.0", multiprocess_dir: str | None = None,
                  sd_dir: str | None = None, advertise: str | None = None, clock=None,
@@ -84,6 +86,9 @@ class Telemetry:
         # publish checkpoint_bytes_written_total (pass nbytes to checkpoint()); off, the series
         # is absent, so Train_CheckpointStorage_Slow has nothing to judge rather than 0 B/s
         self.checkpoint_bytes = checkpoint_bytes
+        # after a restart: unix time of the previous processes' last completed step (the
+        # launcher knows it); rank 0 then reports recovery time and the work lost
+        self.failed_at = failed_at
         self.node = node or socket.gethostname()
         self.start_time = time.time() if start_time is None else start_time
         self.port_base, self.addr, self.advertise = port_base, addr, advertise
@@ -265,6 +270,12 @@ class Telemetry:
             self.clock.measure(pairs, self._labels(M.pipeline_stage_seconds, phase=phase).observe)
         self.current_step = self.current_step + 1 if index is None else index
         current.set(self.current_step)
+        if self.failed_at is not None and self.rank == 0:
+            self._labels(M.job_recovery_seconds).set(time.time() - self.failed_at)
+            if self.resumed_from is not None:
+                self._labels(M.job_checkpoint_age_at_failure_seconds).set(
+                    self.failed_at - self.resumed_from)
+            self.failed_at = None  # the first completed step after the restart only
         self.clock.poll()
         if (len(self._pending) > 10_000 or self.endpoint is None
                 and time.monotonic() - self._last_flush > self.flush_interval):

@@ -3,8 +3,8 @@
 Every metric obsgen.instrument emits (``EMITTERS``: the instrument's own, and the
 collective volume it shares with the NCCL sidecar) is created with the contract's
 name, help and labels, plus ``node`` (the host), which every series of a rank carries so
-an alert can say where a straggler runs. Histograms keep prometheus_client's default
-buckets, as the contract and the rules assume. Gauges get a multiprocess mode so the
+an alert can say where a straggler runs. Histograms get the contract's buckets
+(prometheus_client's defaults unless the contract names others). Gauges get a multiprocess mode so the
 same objects work when the ranks of a node share a multiprocess directory.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .. import contract
 from ..contract import L
 
-EMITTERS = (contract.INSTRUMENT, contract.NCCL_SIDECAR)
+EMITTERS = (contract.INSTRUMENT, contract.NCCL_SIDECAR, contract.INSTRUMENT_RESTART)
 
 # Multiprocess mode of gauges: the most recent value of live processes. Every series has
 # a rank label, so values of different ranks never merge.
@@ -44,7 +44,7 @@ def build(registry) -> Metrics:
         kw = dict(name=m.key, documentation=f"{m.help} ({m.unit})", labelnames=labelnames(m),
                   registry=registry)
         if m.type == contract.HISTOGRAM:
-            out[m.key] = pc.Histogram(**kw)  # default buckets, as the contract says
+            out[m.key] = pc.Histogram(buckets=m.buckets or contract.DEFAULT_BUCKETS, **kw)
         elif m.type == contract.COUNTER:
             out[m.key] = pc.Counter(**kw)
         else:
