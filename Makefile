@@ -5,7 +5,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-TOOLS  := promtool vmalert
+E2E_STAMP := $(VENV)/.installed-e2e
+TOOLS  := promtool vmalert amtool
+E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager
 # Grafana's dashboard JSON schemas, beside the repository; renders validate against them.
 # (A git worktree sits one level deeper: look beside its parent too.)
 GRAFANA_SCHEMAS := $(firstword $(wildcard $(abspath ../shared/schemas/grafana) $(abspath ../../shared/schemas/grafana)))
@@ -14,7 +16,7 @@ export OBSGEN_GRAFANA_SCHEMAS := $(GRAFANA_SCHEMAS)
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help render check test lint fuzz fixtures golden tools bench clean
+.PHONY: help render check test e2e bench lint fuzz fixtures golden tools e2e-tools clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -25,20 +27,32 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $@
 
+# torch (CPU wheel, pinned in the torch extra) only for e2e and bench: make test stays light.
+$(E2E_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,torch]'
+	@touch $@
+
 render: $(STAMP) tools ## render rules/ and docs/ from the definitions and obsgen.yaml (if present)
 	$(BIN)/obsgen render
 
 check: $(STAMP) ## fail when committed generated files are stale
 	$(BIN)/obsgen check
 
-tools: ## install promtool and vmalert (Debian prometheus, victoria-metrics) when missing
+tools: ## install promtool, vmalert, amtool (Debian prometheus, victoria-metrics, prometheus-alertmanager) when missing
 	@scripts/ensure-tools.sh $(TOOLS)
+
+e2e-tools: ## install prometheus and prometheus-alertmanager when missing
+	@scripts/ensure-tools.sh $(E2E_TOOLS)
 
 test: $(STAMP) tools check ## staleness check, unit tests, promtool checks and fixtures
 	$(BIN)/pytest -q
 
 fuzz: $(STAMP) tools ## property tests with 5,000 random examples each (make test runs 200)
 	OBSGEN_FUZZ=1 $(BIN)/pytest -q -p no:cacheprovider tests/test_properties.py
+
+e2e: $(E2E_STAMP) e2e-tools check ## end to end: simulator and PyTorch DDP into real Prometheus + Alertmanager
+	$(BIN)/pytest -q -m e2e tests/e2e
+
 
 lint: $(STAMP) tools ## promtool check rules --lint=all on the rendered rules
 	promtool check rules --lint=all rules/*.yaml
@@ -49,8 +63,9 @@ fixtures: $(STAMP) ## regenerate tests/promtool/*.yaml from the case tables
 golden: $(STAMP) ## refresh golden files after an intended change
 	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_render.py tests/test_dashboards.py
 
-bench: $(STAMP) ## benchmarks: NCCL sidecar parse throughput and memory bound
+bench: $(E2E_STAMP) ## benchmarks: NCCL sidecar parse rate, instrument overhead (ratios, same run)
 	$(BIN)/python -m benchmarks.nccl_parse
+	$(BIN)/python benchmarks/instrument_overhead.py
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

@@ -1,4 +1,4 @@
-"""Command line: obsgen render | check | test | nccl-exporter.
+"""Command line: obsgen render | check | test | plan | nccl-exporter | simulate.
 
 Exit codes: 0 success, 1 stale files or failing tests, 2 bad input (config, usage) or a
 missing tool. Errors are one line each on stderr; nothing is written on error.
@@ -12,6 +12,7 @@ from pathlib import Path
 from . import config, output, pipeline, promtool, registry, targets
 from .nccl import exporter as nccl_exporter
 from .passes import DefinitionError
+from .simulate import command as simulate
 
 
 def _load(args) -> config.Config:
@@ -125,6 +126,8 @@ COMMANDS = {
     "plan": ("series a job of N ranks creates, to size Prometheus", _plan_args, cmd_plan),
     "nccl-exporter": ("follow NCCL Inspector dumps and serve them as Prometheus metrics",
                       nccl_exporter.add_arguments, nccl_exporter.run),
+    "simulate": ("serve /metrics of synthetic jobs with injected faults", simulate.add_args,
+                 simulate.main),
 }
 
 

@@ -34,6 +34,8 @@ class Alert:
     # ("memory", 0.5): otherwise the evidence is gone before the alert can fire.
     for_within: tuple[str, float] | None = None
     key: str = ""  # the name in the definitions, which config overrides refer to
+    # families whose alerts this one suppresses in Alertmanager for the same job
+    inhibits: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not self.key:

@@ -13,7 +13,7 @@ from typing import Callable
 
 import yaml
 
-from . import dashboards, docs, passes, promtool, registry, render, targets
+from . import alertmanager, dashboards, docs, passes, promtool, registry, render, targets
 from .config import Config
 from .model import Family
 
@@ -66,6 +66,7 @@ RENDERERS: tuple[Renderer, ...] = (
     render.rule_files,
     docs.render_docs,
     dashboards.files,
+    alertmanager.routes,
 )
 
 

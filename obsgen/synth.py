@@ -151,6 +151,16 @@ class Job:
     planned_steps: int = 1_000_000
     checkpoint_every: float = 600.0
     checkpoint_cost: float = 20.0
+    grad_bytes: float = 2.8e8  # bytes each rank all-reduces per step in the dp group
+    # Other parallelisms' collectives, per rank and step: (op, group, bytes, seconds), e.g.
+    # ("AllToAll", "ep", 6e7, 0.02). Deterministic (no noise), so adding them changes
+    # nothing else a job emits.
+    collectives: tuple[tuple[str, str, float, float], ...] = ()
+    experts: int = 0  # MoE experts, spread over the ranks; tokens_per_step routed per step
+    tokens_per_step: float = 4.0e6
+    exposed_share: float | None = None  # export exposed communication: this share of the wait
+    planned_end: float | None = None  # export the planned end (seconds after start)
+    gpu_info: bool = False  # export train_rank_gpu_info (one GPU UUID per rank)
     grad_from_all_ranks: bool = False  # like Megatron: only the last rank reports by default
     start: float = 0.0
     init: float = 0.0  # seconds after start before the first step (metrics already served)
@@ -164,6 +174,10 @@ class Job:
 
     def run(self, until: float) -> Iterator["Scrape"]:
         return _Sim(self).run(until)
+
+    def live(self) -> "_Sim":
+        """A simulation to drive scrape by scrape: ``sim.scrape_at(t)`` with increasing t."""
+        return _Sim(self)
 
     def compute_means(self, t: float) -> list[float]:
         """Noise-free mean compute time of every rank at ``t`` (no restart considered):
@@ -207,6 +221,7 @@ class _Sim:
         self.nrng = random.Random(job.seed * 7919 + 17)
         self.ncounters: dict[tuple, float] = {}
         self.exporter_gen = 0
+        self.t_prev: float | None = None  # time of the previous scrape
 
     # physics --------------------------------------------------------------------------
     def stage_of(self, rank: int) -> int:
@@ -353,6 +368,9 @@ class _Sim:
             coll = max(wall - mean, 1e-4)
             self._observe(r, M.nccl_collective_duration_seconds.key, n, noisy(coll), coll,
                           coll * j.noise, op="AllReduce", group="dp")
+            self._inc(r, M.nccl_collective_bytes_total.key, n * j.grad_bytes, op="AllReduce",
+                      group="dp")
+            self._other_parallelisms(r, n, coll)
             if j.emit_pipeline or (j.emit_pipeline is None and j.pp > 1):
                 # Without pipeline parallelism the stage is busy for its compute only.
                 busy = wall * (1 - self.bubble(self.stage_of(r), tm)) if j.pp > 1 else mean
@@ -400,6 +418,21 @@ class _Sim:
             share = 1.0 if le == math.inf else _phi((le - mean) / sd)
             self._inc(rank, base + "_bucket", round(n * share), le=label, **extra)
 
+    def _other_parallelisms(self, r: int, n: int, wait: float) -> None:
+        j = self.j
+        for op, group, nbytes, secs in j.collectives:
+            self._observe(r, M.nccl_collective_duration_seconds.key, n, n * secs, secs,
+                          secs * j.noise, op=op, group=group)
+            self._inc(r, M.nccl_collective_bytes_total.key, n * nbytes, op=op, group=group)
+        for e in range(r, j.experts, j.ranks):  # expert e lives on rank e % ranks
+            share = 1.0 + 0.3 * math.sin(e)  # a fixed, uneven routing
+            self._inc(r, M.moe_expert_tokens_total.key, n * j.tokens_per_step / j.experts * share,
+                      expert=str(e))
+        if j.exposed_share is not None:
+            exposed = wait * j.exposed_share
+            self._observe(r, M.train_exposed_comm_seconds.key, n, n * exposed, exposed,
+                          exposed * j.noise)
+
     def gauges(self, rank: int, grad: float, loss: float) -> dict[tuple, float]:
         j = self.j
         out = {
@@ -411,6 +444,11 @@ class _Sim:
             self._key(rank, M.train_pipeline_stages.key): float(j.pp),
             self._key(rank, M.train_microbatches_per_step.key): float(j.microbatches),
         }
+        if j.planned_end is not None:
+            out[self._key(rank, M.train_planned_end_timestamp_seconds.key)] = j.start + j.planned_end
+        if j.gpu_info:
+            uuid = f"GPU-{j.subnet:02x}{rank:06x}-0000-4000-8000-{self.gen:012x}"
+            out[self._key(rank, M.train_rank_gpu_info.key, UUID=uuid)] = 1.0
         if j.grad_from_all_ranks or rank == j.ranks - 1:
             out[self._key(rank, M.train_grad_norm.key)] = grad
             out[self._key(rank, M.train_loss.key)] = loss
@@ -429,9 +467,11 @@ class _Sim:
             self._observe(r, M.train_step_seconds.key, 0, 0.0, 1.0, 1.0)
             self._observe(r, M.nccl_collective_duration_seconds.key, 0, 0.0, 1.0, 1.0,
                           op="AllReduce", group="dp")
+            self._inc(r, M.nccl_collective_bytes_total.key, 0, op="AllReduce", group="dp")
             if j.emit_pipeline or (j.emit_pipeline is None and j.pp > 1):
                 for phase in ("forward", "backward"):
                     self._observe(r, M.pipeline_stage_seconds.key, 0, 0.0, 1.0, 1.0, phase=phase)
+            self._other_parallelisms(r, 0, 0.0)
 
     # NCCL sidecar ----------------------------------------------------------------------
     def exporter_down(self, t: float) -> bool:
@@ -490,32 +530,39 @@ class _Sim:
                 L.group.key: nc.group, L.node.key: f"gpu-node-{node:03d}"})] = float(size)
         return out
 
-    def run(self, until: float) -> Iterator[Scrape]:
+    def scrape_at(self, t: float) -> Scrape:
+        """The scrape at time ``t`` (later than the previous call's): the job trains from the
+        previous scrape time to ``t``. ``run`` calls it every ``scrape`` seconds; the live
+        simulator (``obsgen simulate``) calls it at whatever times the wall clock gives."""
         j = self.j
-        t = j.start
+        self.restart_if_due(t)
+        if not self.down(t):
+            self.init_counters()
+        scrape = Scrape(t)
+        if not self.down(t) and t > j.start:
+            self.advance(j.start if self.t_prev is None else self.t_prev, t)
+        self.t_prev = t
+        now: set[tuple] = set()
+        if not self.down(t):
+            grad, loss = self.grad_norm(t), self.loss(t)  # global values, one per step
+            for r in range(j.ranks):
+                if self.lost(r, t):
+                    continue
+                scrape.samples.update(self.gauges(r, grad, loss))
+                scrape.samples.update(self.counters[r])
+            if j.nccl is not None and not self.exporter_down(t):
+                scrape.samples.update(self.nccl_samples())
+            now = set(scrape.samples)
+        for key in self.live - now:
+            scrape.samples[key] = STALE
+        self.live = now
+        return scrape
+
+    def run(self, until: float) -> Iterator[Scrape]:
+        t = self.j.start
         while t <= until + 1e-9:
-            self.restart_if_due(t)
-            if not self.down(t):
-                self.init_counters()
-            scrape = Scrape(t)
-            if not self.down(t):
-                self.advance(t - j.scrape, t) if t > j.start else None
-            now: set[tuple] = set()
-            if not self.down(t):
-                grad, loss = self.grad_norm(t), self.loss(t)  # global values, one per step
-                for r in range(j.ranks):
-                    if self.lost(r, t):
-                        continue
-                    scrape.samples.update(self.gauges(r, grad, loss))
-                    scrape.samples.update(self.counters[r])
-                if j.nccl is not None and not self.exporter_down(t):
-                    scrape.samples.update(self.nccl_samples())
-                now = set(scrape.samples)
-            for key in self.live - now:
-                scrape.samples[key] = STALE
-            self.live = now
-            yield scrape
-            t += j.scrape
+            yield self.scrape_at(t)
+            t += self.j.scrape
 
 
 def _le(le: float) -> str:

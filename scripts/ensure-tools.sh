@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Make sure the Debian tools obsgen tests against are installed.
-#   scripts/ensure-tools.sh promtool vmalert
+#   scripts/ensure-tools.sh promtool amtool prometheus prometheus-alertmanager
 # Installs the Debian package that ships each missing tool when running as root (CI, a
 # container); otherwise prints the command to run and fails.
 set -euo pipefail
@@ -10,6 +10,7 @@ declare -A PACKAGE=(
   [prometheus]=prometheus
   [vmalert]=victoria-metrics
   [prometheus-alertmanager]=prometheus-alertmanager
+  [amtool]=prometheus-alertmanager
 )
 
 missing=()

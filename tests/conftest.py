@@ -19,11 +19,11 @@ def pytest_configure(config):
         raise pytest.UsageError(f"Grafana schemas not found at {SCHEMAS}: CI needs ../shared")
 
 # marker -> the Debian tool the marked tests run
-TOOLS = {"promtool": "promtool", "vmalert": "vmalert"}
+TOOLS = {"promtool": "promtool", "vmalert": "vmalert", "amtool": "amtool"}
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked with a tool need it (Debian's prometheus / victoria-metrics packages).
+    """Tests marked with a tool need it (Debian's prometheus, victoria-metrics, prometheus-alertmanager packages).
     Locally they skip without it; under CI=true they run and fail, so CI never passes
     without having run them."""
     if os.environ.get("CI") == "true":

@@ -14,6 +14,10 @@ job whose ranks are all present but hung, e.g. in a collective, since they make 
 progress. Elastic jobs that shrink on purpose keep the larger world size in memory for
 the memory window and should raise ``windows.memory`` awareness in their runbook.
 
+In Alertmanager (``alertmanager/obsgen-routes.yaml``) a firing Train_RankFailed inhibits
+the straggler and checkpoint alerts of the same job: with ranks dead or hung, a slow or
+silent rank and a missed checkpoint are consequences, not separate news.
+
 ## Train_RankFailed
 
 Fewer ranks made progress in the progress window than the job's world size: ranks
@@ -31,6 +35,7 @@ from __future__ import annotations
 from ..model import Alert, Family, Record, expr
 from ..contract import L, M, R
 from ..promql import Ctx
+from . import checkpoints, stragglers
 
 NAME = "ranks"
 
@@ -81,6 +86,7 @@ def build(c: Ctx) -> Family:
             for_within=("memory", 0.5),
             severity="critical",
             role="platform",
+            inhibits=(stragglers.NAME, checkpoints.NAME),
             summary=f"Ranks of job {job} stopped making progress",
             description=(
                 f"{{{{ $value }}}} of the ranks of job {job} completed no step in the last "

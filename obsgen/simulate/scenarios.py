@@ -1,0 +1,103 @@
+"""Scenarios of ``obsgen simulate``: a healthy job and one job per fault the alerts exist
+for, built on ``obsgen.synth`` (the same model as the promtool fixtures).
+
+Times are in the job's own seconds (model time) from its start; ``--speed`` maps them to
+the wall clock. Faults start after the 3-minute warm-up and early enough that the alert's
+window and ``for`` have elapsed within about 90 model minutes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from ..synth import (CheckpointStall, GradNaN, GradSpike, GradVanish, Job, RankLoss, Restart,
+                     RotatingSlow, SlowRank, StageBubble)
+
+MIN = 60.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    help: str
+    build: Callable[[Job], Job]  # the fault applied to a healthy job of the requested size
+    onset: float = 0.0  # model seconds at which the fault starts
+
+
+def _faults(*faults):
+    return lambda j: replace(j, faults=faults)
+
+
+def _slow_rank(j: Job) -> int:
+    return min(3, j.ranks - 1)
+
+
+# No planned end: Train_ETA_Slip adds a duration (model seconds) to time() (wall clock), so
+# it is not invariant under time scaling (see obsgen/timescale.py); its fixtures test it.
+MEGATRON = dict(  # per rank and step: (op, group, bytes, seconds)
+    pp=2, microbatches=8, experts=16, exposed_share=0.3, gpu_info=True,
+    collectives=(("AllReduce", "tp", 1.2e8, 0.05), ("AllGather", "tp", 6.0e7, 0.02),
+                 ("ReduceScatter", "tp", 6.0e7, 0.02), ("Send", "pp", 3.2e7, 0.01),
+                 ("Recv", "pp", 3.2e7, 0.012), ("AllToAll", "ep", 8.0e7, 0.04),
+                 ("AllGather", "cp", 2.0e7, 0.01), ("AllGather", "fsdp", 1.4e8, 0.03),
+                 ("ReduceScatter", "fsdp", 1.4e8, 0.035)))
+
+SCENARIOS: dict[str, Scenario] = {
+    "healthy": Scenario("a healthy job: warm-up, noise, checkpoints every 10 minutes",
+                        lambda j: j),
+    "megatron": Scenario(
+        "a healthy Megatron-style job with every parallelism: TP, PP (p=2, m=8), EP (16 "
+        "experts), CP and FSDP collectives, exposed communication, GPU info",
+        lambda j: replace(j, **MEGATRON)),
+    "straggler": Scenario(
+        "rank 3 (or the last rank) computes 20% slower from minute 30",
+        lambda j: replace(j, faults=(SlowRank(rank=_slow_rank(j), factor=1.2, start=30 * MIN),)),
+        30 * MIN),
+    "rotating-straggler": Scenario(
+        "a different rank computes 20% slower every 5 minutes from minute 10",
+        _faults(RotatingSlow(factor=1.2, period=5 * MIN, start=10 * MIN)), 10 * MIN),
+    "grad-explosion": Scenario(
+        "the gradient norm jumps to 40x for 2 minutes at minute 20",
+        _faults(GradSpike(factor=40, start=20 * MIN, duration=2 * MIN)), 20 * MIN),
+    "nan": Scenario("the gradient norm turns NaN at minute 10",
+                    _faults(GradNaN(start=10 * MIN)), 10 * MIN),
+    "vanishing": Scenario("the gradient norm collapses to 1e-5 at minute 45",
+                          _faults(GradVanish(start=45 * MIN, value=1e-5)), 45 * MIN),
+    "bubble": Scenario(
+        "p=4 pipeline, m=16: stage 2 idles 45% of each step from minute 5 (theory: 15.8%)",
+        lambda j: replace(j, pp=4, microbatches=16, ranks=max(j.ranks, 4),
+                          faults=(StageBubble(stage=2, bubble=0.45, start=5 * MIN),)), 5 * MIN),
+    "checkpoint-stall": Scenario("no checkpoint completes after minute 5",
+                                 _faults(CheckpointStall(start=5 * MIN)), 5 * MIN),
+    "checkpoint-overhead": Scenario("every checkpoint takes 70 s (13% of training time)",
+                                    lambda j: replace(j, checkpoint_cost=70.0)),
+    "rank-loss": Scenario(
+        "the last two ranks vanish at minute 10; the others hang in their next collective",
+        lambda j: replace(j, faults=(RankLoss(ranks=tuple(range(max(j.ranks - 2, 1), j.ranks)),
+                                              at=10 * MIN),)), 10 * MIN),
+    "rank-loss-straggler": Scenario(
+        "rank 3 computes 20% slower from minute 10 while the last rank vanished at minute 5 and "
+        "the others keep training (elastic): Alertmanager tells only of the lost rank",
+        lambda j: replace(j, faults=(SlowRank(rank=_slow_rank(j), factor=1.2, start=10 * MIN),
+                                     RankLoss(ranks=(j.ranks - 1,), at=5 * MIN, hang=False))),
+        5 * MIN),
+    "completion": Scenario("the job reaches its 400 planned steps and exits",
+                           lambda j: replace(j, planned_steps=400)),
+    "restart": Scenario(
+        "every process exits at minute 10 and the job restarts from its checkpoint 2 minutes "
+        "later: new processes, counters from zero",
+        # 2 minutes, not the fixtures' 3: in a live Prometheus the new processes' first
+        # scrapes and the rule evaluation add up to a minute before progress is seen, and
+        # Train_RankFailed (for 2m30s after 2m without progress) then fires on a 3-minute gap.
+        _faults(Restart(at=10 * MIN, gap=2 * MIN)), 10 * MIN),
+}
+
+
+def job(scenario: str, job_id: str | None = None, ranks: int = 8, seed: int = 1,
+        subnet: int = 0) -> Job:
+    """The synthetic job of a scenario."""
+    if scenario not in SCENARIOS:
+        raise KeyError(f"unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})")
+    base = Job(job_id=job_id or f"sim-{scenario}", ranks=ranks, seed=seed, subnet=subnet,
+               stop=math.inf)
+    return SCENARIOS[scenario].build(base)
