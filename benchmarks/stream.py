@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import IO, Iterable
 
-from obsgen import synth
+from obsgen import plan, synth
 from obsgen.contract import DEFAULT_BUCKETS, L, M
 
 # A fixed timeline, so data, and every query result, are the same in every run. BASE is a
@@ -123,17 +123,29 @@ class Bench:
             Hist(M.train_step_seconds.key),
             Hist(M.train_compute_seconds.key),
             Hist(M.train_exposed_comm_seconds.key),
-            Hist(M.pipeline_stage_seconds.key, ((L.phase.key, "forward"),)),
-            Hist(M.pipeline_stage_seconds.key, ((L.phase.key, "backward"),)),
+            *(Hist(M.pipeline_stage_seconds.key, ((L.phase.key, phase),))
+              for phase in ("forward", "backward") if self.pp > 1),
             *(Hist(M.nccl_collective_duration_seconds.key, ((L.op.key, op), (L.group.key, g)),
                    stage=False) for op, g in self.collectives),
         )
 
     @property
+    def shape(self) -> plan.Shape:
+        """The job as ``obsgen plan`` sizes it (same fan-out of collectives and HCAs)."""
+        return plan.Shape(self.ranks, pp=self.pp, tp=self.tp, gpus_per_host=self.ranks_per_node,
+                          hcas_per_host=_HCAS)
+
+    @property
     def collectives(self) -> tuple[tuple[str, str], ...]:
-        """(op, group) of the collectives every rank runs: the gradient all-reduce (dp),
-        the tensor-parallel all-reduces (tp) and the pipeline send/recv (pp)."""
-        return (("AllReduce", "dp"), ("AllReduce", "tp"), ("Send", "pp"), ("Recv", "pp"))
+        """(op, group) of the collectives every rank runs, the pairs ``plan.Shape.collectives``
+        counts: the gradient all-reduce (dp); with TP its all-reduce, all-gather and
+        reduce-scatter (sequence parallelism); with PP the send and recv."""
+        out = [("AllReduce", "dp")]
+        if self.tp > 1:
+            out += [("AllReduce", "tp"), ("AllGather", "tp"), ("ReduceScatter", "tp")]
+        if self.pp > 1:
+            out += [("Send", "pp"), ("Recv", "pp")]
+        return tuple(out)
 
     def series(self) -> dict[str, int]:
         """Series per rank by family (``_bucket``/``_sum``/``_count`` apart), as written;
@@ -274,8 +286,11 @@ class Writer:
         b = self.b
         labels = {r: self.rank_labels(r) for r in ranks}
         stage = {r: b.sim.stage_of(r) for r in ranks}
+        by_name: dict[str, list[Hist]] = {}
         for h in b.hists:
-            self._hist(fh, h, ranks, labels, stage)
+            by_name.setdefault(h.name, []).append(h)
+        for hs in by_name.values():  # one family's series together: OpenMetrics wants that
+            self._hist(fh, hs, ranks, labels, stage)
         self._rank_scalars(fh, ranks, labels, stage)
         self._gpus(fh, ranks, labels)
         self._hosts(fh, ranks)
@@ -343,55 +358,61 @@ class Writer:
         group = extra[L.group.key]
         if group == "dp":
             return coll, noise, 1
-        calls = 2 * b.microbatches if group == "pp" else 64
-        share = 0.02 if group == "pp" else 0.08  # of the step wall time, per step
+        # calls per step and share of the step wall time spent in them
+        calls, share = {"pp": (2 * b.microbatches, 0.02), "tp": (64, 0.03)}[group]
         return [w * share / calls for w in walls], noise, calls
 
-    def _hist(self, fh, h: Hist, ranks: range, labels, stage) -> None:
+    def _hist(self, fh, hs: list[Hist], ranks: range, labels, stage) -> None:
+        """The _bucket, then _count, then _sum series of the histograms ``hs`` (one name)."""
         tl = self.tl
-        extra = "".join(f',{k}="{v}"' for k, v in h.extra)
-        bucket_times = self._times(h.name + "_bucket")
-        count_times = self._times(h.name + "_count")
-        sum_times = self._times(h.name + "_sum")
+        name = hs[0].name
+        bucket_times = self._times(name + "_bucket")
+        count_times = self._times(name + "_count")
+        sum_times = self._times(name + "_sum")
         first = tl.index[self.rank_times[0]]
-        lab = {r: labels[r] + (f',{L.stage.key}="{stage[r]}"' if h.stage else "") + extra
-               for r in ranks}
+
+        def lab(h: Hist, r: int) -> str:
+            return (labels[r] + (f',{L.stage.key}="{stage[r]}"' if h.stage else "")
+                    + "".join(f',{k}="{v}"' for k, v in h.extra))
+
         # _bucket: cumulative observations at or below each bound. Observations of one
         # scrape interval share a mean and sd, so a bucket grows by round(n * share).
-        for r in ranks:
-            means, rel, calls = self._means(h, r)
-            distinct = {m: _shares(m, m * rel) for m in set(means)}
-            for k, le in enumerate(_LE):
-                prefix = f'{h.name}_bucket{{{lab[r]},le="{le}"}}'
-                ks = {s[k] for s in distinct.values()}
-                if ks == {1.0}:
-                    tails = self._steps_tail(bucket_times, calls)
-                elif ks == {0.0}:
-                    tails = self._const("0", bucket_times)
-                else:
-                    col = [distinct[m][k] for m in means]
-                    tails = self._bucket_tails(col, calls, first, bucket_times)
-                self._emit(fh, h.name + "_bucket", prefix, tails)
-        for r in ranks:
-            calls = self._means(h, r)[2]
-            self._emit(fh, h.name + "_count", f"{h.name}_count{{{lab[r]}}}",
-                       self._steps_tail(count_times, calls))
+        for h in hs:
+            for r in ranks:
+                means, rel, calls = self._means(h, r)
+                distinct = {m: _shares(m, m * rel) for m in set(means)}
+                base = lab(h, r)
+                for k, le in enumerate(_LE):
+                    ks = {s[k] for s in distinct.values()}
+                    if ks == {1.0}:
+                        tails = self._steps_tail(bucket_times, calls)
+                    elif ks == {0.0}:
+                        tails = self._const("0", bucket_times)
+                    else:
+                        col = [distinct[m][k] for m in means]
+                        tails = self._bucket_tails(col, calls, first, bucket_times)
+                    self._emit(fh, name + "_bucket", f'{name}_bucket{{{base},le="{le}"}}', tails)
+        for h in hs:
+            for r in ranks:
+                self._emit(fh, name + "_count", f"{name}_count{{{lab(h, r)}}}",
+                           self._steps_tail(count_times, self._means(h, r)[2]))
         noise = self.b.job.noise
         keep = len(sum_times)
         ns = tl.n[first:first + len(self.rank_times)]
-        for r in ranks:
-            means, _, calls = self._means(h, r)
-            gauss = _rng(self.b.seed, r, h.name, h.extra).gauss
-            # what a job this old has accumulated before the window, then per scrape
-            total = tl.steps[first] * calls * means[0]
-            values = [total]
-            for n, m in zip(ns[1:], means[1:]):
-                if n:
-                    n *= calls
-                    total += max(0.0, n * m * (1 + noise * gauss(0, 1) / math.sqrt(n)))
-                values.append(total)
-            self._emit(fh, h.name + "_sum", f"{h.name}_sum{{{lab[r]}}}",
-                       self._floats(values[-keep:], sum_times))
+        for h in hs:
+            for r in ranks:
+                means, _, calls = self._means(h, r)
+                gauss = _rng(self.b.seed, r, h.name, h.extra).gauss
+                # what a job this old has accumulated before the window, then per scrape
+                total = tl.steps[first] * calls * means[0]
+                values = [total]
+                for n, m in zip(ns[1:], means[1:]):
+                    if n:
+                        n *= calls
+                        total += max(0.0, n * m * (1 + noise * gauss(0, 1) / math.sqrt(n)))
+                    values.append(total)
+                self._emit(fh, name + "_sum", f"{name}_sum{{{lab(h, r)}}}",
+                           self._floats(values[-keep:], sum_times))
 
     def _bucket_tails(self, col: list[float], calls: int, first: int, times: list[int]) -> list[str]:
         tl = self.tl
@@ -568,3 +589,21 @@ def write(b: Bench, fh: IO[str], ranks: range | None = None, job: bool = True,
         w.write_job(fh)
     fh.write("# EOF\n")
     return w
+
+
+def emitters(b: Bench) -> dict[str, float]:
+    """Series per rank by who publishes them."""
+    from obsgen import contract
+
+    out: dict[str, float] = {}
+    for name, n in b.series().items():
+        if name.startswith("kube_"):
+            who = "kube-state-metrics (read only by the naive rank-failure rule)"
+        else:
+            base = next((m for m in contract.METRICS.values()
+                         if name in (m.key, m.key + "_bucket", m.key + "_sum", m.key + "_count")))
+            who = {contract.DCGM: "dcgm-exporter", contract.DCGM_PROF: "dcgm-exporter",
+                   contract.NODE_EXPORTER: "node_exporter (per host, 1/8 per rank)"}.get(
+                base.emitter, "the training process (obsgen.instrument / NCCL sidecar)")
+        out[who] = out.get(who, 0) + n
+    return out
