@@ -81,11 +81,17 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.straggler_flag), expr(f"""
             {c.r(R.compute_ratio)} > bool {c.t('straggler_ratio')}
         """)),
+        # The window of every rank's flag is read once per evaluation, here; the alerts
+        # and the transient count read this share (a rank straggled at some point in the
+        # window when its share is above 0).
+        Record(c.rname(R.straggler_share), expr(f"""
+            avg_over_time({c.r(R.straggler_flag)}[{persist}])
+        """)),
         Record(c.rname(R.straggler_ranks), expr(f"""
             count {c.by(L.job_id)} (
-              max {c.by(L.job_id, L.rank)} (max_over_time({c.r(R.straggler_flag)}[{persist}])) == 1
+              max {c.by(L.job_id, L.rank)} ({c.r(R.straggler_share)}) > 0
               unless {c.on(L.job_id, L.rank)}
-              max {c.by(L.job_id, L.rank)} (avg_over_time({c.r(R.straggler_flag)}[{persist}])) > {fraction}
+              max {c.by(L.job_id, L.rank)} ({c.r(R.straggler_share)}) > {fraction}
             )
         """)),
         Alert(
@@ -94,7 +100,7 @@ def build(c: Ctx) -> Family:
                 (
                   {c.r(R.compute_ratio)}
                   and
-                  avg_over_time({c.r(R.straggler_flag)}[{persist}]) > {fraction}
+                  {c.r(R.straggler_share)} > {fraction}
                 )
                 * {c.join((L.job_id, L.rank), (L.node,))}
                 {_current_node(c)}
