@@ -171,13 +171,16 @@ _RANK_GAUGES = (M.train_world_size.key, M.train_current_step.key, M.train_planne
                 M.train_pipeline_stages.key, M.train_microbatches_per_step.key,
                 M.train_planned_end_timestamp_seconds.key)
 _RANK_COUNTERS = (M.train_checkpoint_total.key, M.train_checkpoint_seconds_total.key,
-                  M.nccl_link_recovery_total.key)
+                  M.checkpoint_bytes_written_total.key, M.nccl_link_recovery_total.key)
 _DCGM = (M.DCGM_FI_PROF_SM_ACTIVE.key, M.DCGM_FI_PROF_NVLINK_TX_BYTES.key,
          M.DCGM_FI_PROF_NVLINK_RX_BYTES.key, M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL.key,
          M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL.key, M.DCGM_FI_DEV_XID_ERRORS.key,
-         M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL.key)
+         M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL.key,
+         M.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL.key, M.DCGM_FI_DEV_GPU_TEMP.key,
+         M.DCGM_FI_DEV_POWER_USAGE.key, M.DCGM_FI_DEV_CLOCKS_EVENT_REASONS.key)
 _IB = (M.node_infiniband_port_data_transmitted_bytes_total.key,
-       M.node_infiniband_port_data_received_bytes_total.key)
+       M.node_infiniband_port_data_received_bytes_total.key,
+       M.node_infiniband_rate_bytes_per_second.key)
 _HCAS = 8  # one InfiniBand HCA per GPU (rail-optimised hosts)
 _PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 # The reference document's undefined per-job series, as a job-level exporter would
@@ -449,6 +452,8 @@ class Writer:
                 tails = [f" {tl.ckpt_last[idx[x]]!r} {x}\n" for x in t]
             elif name == M.train_checkpoint_total.key:
                 tails = [f" {tl.ckpt_count[idx[x]]} {x}\n" for x in t]
+            elif name == M.checkpoint_bytes_written_total.key:  # each rank writes its shard
+                tails = [f" {tl.ckpt_count[idx[x]] * _SHARD_BYTES} {x}\n" for x in t]
             else:  # checkpoint seconds
                 tails = [f" {tl.ckpt_count[idx[x]] * b.job.checkpoint_cost!r} {x}\n" for x in t]
             for r in ranks:
@@ -476,12 +481,18 @@ class Writer:
                 lab = (f'{L.job.key}="dcgm-exporter",{L.instance.key}="{_host_ip(node)}:9400",'
                        f'{L.UUID.key}="{_uuid(r)}",{L.gpu.key}="{r % b.ranks_per_node}",'
                        f'device="nvidia{r % b.ranks_per_node}",modelName="NVIDIA H100 80GB HBM3",'
-                       f'{L.Hostname.key}="{b.sim.labels(r)[L.node.key]}"')
+                       f'{L.Hostname.key}="{b.sim.labels(r)[L.node.key]}",'
+                       f'{L.namespace.key}="training",{L.pod.key}="{_pod(b, r)}",'
+                       f'{L.container.key}="trainer"')
                 rng = _rng(b.seed, r, name)
                 if name == M.DCGM_FI_PROF_SM_ACTIVE.key:
                     tails = self._floats((round(0.82 + rng.gauss(0, 0.02), 4) for _ in t), t)
                 elif name in (M.DCGM_FI_PROF_NVLINK_TX_BYTES.key, M.DCGM_FI_PROF_NVLINK_RX_BYTES.key):
                     tails = self._floats((float(int(6e10 * (1 + rng.gauss(0, 0.05)))) for _ in t), t)
+                elif name == M.DCGM_FI_DEV_GPU_TEMP.key:
+                    tails = self._floats((float(round(64 + rng.gauss(0, 3))) for _ in t), t)
+                elif name == M.DCGM_FI_DEV_POWER_USAGE.key:
+                    tails = self._floats((round(640 + rng.gauss(0, 25), 1) for _ in t), t)
                 elif name == M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL.key:
                     tails = self._const(str(r % 97 == 0 and 3 or 0), t)  # a few GPUs correct bits
                 else:
@@ -494,6 +505,13 @@ class Writer:
         nodes = sorted({r // b.ranks_per_node for r in ranks})
         for name in _IB:
             t = self._times(name)
+            if name == M.node_infiniband_rate_bytes_per_second.key:  # 400 Gb/s HCAs
+                for node in nodes:
+                    for hca in range(_HCAS):
+                        lab = (f'{L.job.key}="node",{L.instance.key}="{_host_ip(node)}:9100",'
+                               f'{L.device.key}="mlx5_{hca}",{L.port.key}="1"')
+                        self._emit(fh, name, f"{name}{{{lab}}}", self._const("50000000000", t))
+                continue
             per_scrape = 12e9 * SCRAPE  # bytes per port per scrape while training
             idx = tl.index
             for node in nodes:
@@ -514,24 +532,24 @@ class Writer:
 
     def _kube(self, fh, ranks: range) -> None:
         """kube-state-metrics: one pod per rank (the reference document's rank-failure rule
-        counts running pods against the rank count). ``job_id`` on kube_pod_labels is the
-        pod label ``job_id`` as the document's join expects it (after relabelling KSM's
-        ``label_job_id``)."""
+        counts running pods against the rank count). kube_pod_labels carries the pod's job
+        label as KSM writes it (``label_job_id``, what obsgen's GPU map reads) and as
+        ``job_id`` too, the name the document's join expects (a relabelled copy)."""
         b = self.b
         ksm = f'{L.job.key}="kube-state-metrics",{L.instance.key}="10.96.0.10:8080"'
         t = self._times("kube_pod_status_phase")
         for r in ranks:
-            pod = f'namespace="training",pod="{b.job_id}-worker-{r}",uid="{_uuid(r)[4:]}"'
+            pod = f'namespace="training",pod="{_pod(b, r)}",uid="{_uuid(r)[4:]}"'
             for phase in _PHASES:
                 self._emit(fh, "kube_pod_status_phase",
                            f'kube_pod_status_phase{{{ksm},{pod},phase="{phase}"}}',
                            self._const("1" if phase == "Running" else "0", t))
         t = self._times("kube_pod_labels")
         for r in ranks:
-            pod = f'namespace="training",pod="{b.job_id}-worker-{r}",uid="{_uuid(r)[4:]}"'
+            pod = f'namespace="training",pod="{_pod(b, r)}",uid="{_uuid(r)[4:]}"'
             self._emit(fh, "kube_pod_labels",
-                       f'kube_pod_labels{{{ksm},{pod},{L.job_id.key}="{b.job_id}"}}',
-                       self._const("1", t))
+                       f'kube_pod_labels{{{ksm},{pod},{L.label_job_id.key}="{b.job_id}",'
+                       f'{L.job_id.key}="{b.job_id}"}}', self._const("1", t))
 
 
 def _rng(*key) -> random.Random:
@@ -559,6 +577,13 @@ def _shares(mean: float, sd: float) -> tuple[float, ...]:
 def _clip(x: float) -> float:
     """Shares within 1e-9 of 0 or 1 are exactly 0 or 1 (no observation rounds there)."""
     return 0.0 if x < 1e-9 else 1.0 if x > 1 - 1e-9 else x
+
+
+_SHARD_BYTES = 5 * 2**30  # checkpoint bytes each rank writes (sharded checkpoint)
+
+
+def _pod(b: "Bench", rank: int) -> str:
+    return f"{b.job_id}-worker-{rank}"
 
 
 def _uuid(rank: int) -> str:

@@ -118,7 +118,7 @@ def test_promtool_backfills_the_openmetrics(tiny_text, tmp_path):
                           str(src), str(tmp_path / "data")], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
     # every series has a point at the end, so the last block holds all of them
-    per_block = [int(line.split()[-3]) for line in res.stdout.splitlines()[1:] if line.strip()]
+    per_block = [int(line.split()[-2]) for line in res.stdout.splitlines()[1:] if line.strip()]
     assert max(per_block) == len(_parse(tiny_text))
 
 
@@ -195,17 +195,24 @@ def test_every_series_a_measured_query_reads_is_generated():
     contract = set(METRICS) | {m + s for m in METRICS for s in ("_bucket", "_sum", "_count")}
     missing = {n for n in read & contract if n not in written} - recorded
     # the job is dense (TP x PP x DP): no experts; FSDP and EP panels read collectives
-    # of groups it does not run, which is a label value, not a series name
-    assert missing == {"moe_expert_tokens_total"}
+    # of groups it does not run, which is a label value, not a series name. It never
+    # restarted, so rank 0 exports no recovery time or checkpoint age at failure.
+    assert missing == {"moe_expert_tokens_total", "job_recovery_seconds",
+                       "job_checkpoint_age_at_failure_seconds"}
 
 
 def test_a_rank_publishes_what_obsgen_plan_counts_for_the_same_shape():
     from obsgen import plan
     for b in (_tiny(), stream.Bench(256), stream.Bench(64, pp=1, tp=1)):
         lines = plan.plan(b.shape)
+        # rank 0 exports these after a restart only; the benchmark job never restarted
+        after_restart = {"job_recovery_seconds", "job_checkpoint_age_at_failure_seconds"}
         per_rank = {l.name: l.per_unit for l in lines if l.scope in ("rank", "gpu")
-                    and l.type != "recorded" and l.per_unit}
-        per_host = {l.name: l.per_unit for l in lines if l.scope == "host" and l.per_unit}
+                    and l.type != "recorded" and l.per_unit and l.name not in after_restart}
+        # kube-state-metrics' pod series are per pod (one per rank here), not per host
+        per_host = {l.name: l.per_unit for l in lines if l.scope == "host" and l.per_unit
+                    and l.type != "recorded"
+                    and not l.name.startswith("kube_")}
         mine = b.series()
         for name, per in per_rank.items():
             ours = sum(v for k, v in mine.items()
