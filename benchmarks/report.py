@@ -79,7 +79,7 @@ def _mib(b: int) -> str:
 
 def _growth(a: float, b: float, na: int, nb: int) -> str:
     """Exponent k of cost ~ N^k between two sizes (1 = linear)."""
-    if not a or not b or a <= 0 or b <= 0:
+    if not a or not b or a <= 0 or b <= 0 or na == nb:
         return "-"
     return f"{math.log(b / a) / math.log(nb / na):.2f}"
 
@@ -149,10 +149,11 @@ def markdown(results: dict) -> str:
             "over 5 evaluation times x repeats of the sum of its rules. Panel times are per "
             "panel the sum of its queries' medians (Grafana sends them together; the sum is the "
             "cost on one core). RSS is the peak resident set (`VmHWM`) of a fresh Prometheus "
-            "that evaluated one suite at the 5 times (obsgen: then every panel).", "",
+            "that evaluated one suite's rules at the 5 times; in brackets, of the process that "
+            "ran every suite and every panel, repeatedly.", "",
             "| ranks | series in TSDB | per rank | obsgen: all groups ms | slowest group ms "
             "| naive suite ms | naive / obsgen | naive / obsgen stragglers "
-            "| slowest panel ms | peak RSS obsgen rules (+panels) / naive MiB |",
+            "| slowest panel ms | peak RSS MiB: obsgen rules (all) / naive rules |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in ss:
         o, nv = total_ms(s, "obsgen"), total_ms(s, "naive")

@@ -623,7 +623,7 @@ def emitters(b: Bench) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, n in b.series().items():
         if name.startswith("kube_"):
-            who = "kube-state-metrics (read only by the naive rank-failure rule)"
+            who = "kube-state-metrics (pod phase and labels, one pod per rank)"
         else:
             base = next((m for m in contract.METRICS.values()
                          if name in (m.key, m.key + "_bucket", m.key + "_sum", m.key + "_count")))
