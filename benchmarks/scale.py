@@ -327,7 +327,8 @@ def time_panels(p: prom.Prometheus, qs: list[PanelQuery], job_id: str, out: dict
 
 
 def measure(b: stream.Bench, data: Path, work: Path, suites: dict[str, list[Rule]],
-            boards: dict[str, list[PanelQuery]], repeats: int, log) -> dict:
+            boards: dict[str, list[PanelQuery]], repeats: int, log,
+            panel_rounds: int | None = None) -> dict:
     rules: dict = {}
     pans: dict = {}
     with prom.Prometheus(data, work / "prometheus.log") as p:
@@ -340,6 +341,8 @@ def measure(b: stream.Bench, data: Path, work: Path, suites: dict[str, list[Rule
             for at in EVAL_TIMES:
                 for s in names:
                     time_rules(p, suites[s], at, rules.setdefault(s, {}))
+            if rnd >= (repeats if panel_rounds is None else panel_rounds):
+                continue
             for s in (list(boards) if rnd % 2 == 0 else list(reversed(boards))):
                 time_panels(p, boards[s], b.job_id, pans.setdefault(s, {}))
         counts = {
@@ -404,7 +407,7 @@ def summarize(b: stream.Bench, raw: dict, suites: dict[str, list[Rule]],
 
 # one size ------------------------------------------------------------------------------------
 def run_size(n: int, work: Path, repeats: int, shard_ranks: int, keep: bool,
-             compact: bool = True) -> dict:
+             compact: bool = True, panel_rounds: int | None = None) -> dict:
     cfg = default_config()
     suites = {"obsgen": obsgen_rules(cfg), "naive": naive_rules()}
     boards = {"obsgen": panels(cfg)}
@@ -437,8 +440,9 @@ def run_size(n: int, work: Path, repeats: int, shard_ranks: int, keep: bool,
             built["tsdb_bytes"] = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
             _say(f"{n} ranks: measuring ({repeats} repeats)")
             t1 = time.monotonic()
-            raw = measure(b, data, work, suites, boards, repeats, log)
+            raw = measure(b, data, work, suites, boards, repeats, log, panel_rounds)
             built["measure_seconds"] = time.monotonic() - t1
+            built["rounds"] = {"rules": repeats, "panels": panel_rounds or repeats}
         finally:
             if not keep:
                 shutil.rmtree(data, ignore_errors=True)
@@ -457,6 +461,9 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", type=int, nargs="+", help=f"sizes (default {SIZES})")
     ap.add_argument("--repeats", type=int, default=2,
                     help="timed rounds (after one warm-up round of the rules)")
+    ap.add_argument("--panel-rounds", type=int, default=None,
+                    help="timed rounds of the panels (default: --repeats); at 16,384 ranks "
+                         "a round of every panel takes minutes")
     ap.add_argument("--shard-ranks", type=int, default=2048,
                     help="ranks per OpenMetrics shard (bounds disk and promtool memory)")
     ap.add_argument("--work", type=Path, default=ROOT / "build" / "bench",
@@ -484,7 +491,8 @@ def main(argv=None) -> int:
         # --quick skips the compaction (Prometheus waits a minute before it starts): it
         # measures on the backfilled blocks as they are, which is fine for a smoke test
         results["sizes"][str(n)] = run_size(n, args.work, repeats, args.shard_ranks, args.keep,
-                                            compact=not args.quick)
+                                            compact=not args.quick,
+                                            panel_rounds=args.panel_rounds)
         results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     results["elapsed_seconds"] = time.monotonic() - t0
     results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
