@@ -430,15 +430,17 @@ def plot(results: dict, path: Path) -> None:
     for p in names:
         ax2.plot(ns, [s["panels"]["obsgen"][p]["ms"] for s in ss], marker="o", label=p[:60])
     if any(v["suite"] == "before" for v in ss[-1]["groups"].values()):
-        worst = max(panels_of(ss[-1], "before"), key=lambda p: panels_of(ss[-1], "before")[p]["ms"])
-        ax2.plot(ns, [s["panels"]["before"][worst]["ms"] for s in ss], marker="x", ls="--",
-                 color="red", label=f"before: {worst[:50]}")
+        for g in sorted(suite(ss[-1], "before")):
+            ax1.plot(ns, [s["groups"][g]["ms"] for s in ss], marker="x", ls=":", label=g)
     ax2.axhline(PANEL_TARGET_MS, color="grey", ls=":", lw=1)
     ax2.set(xscale="log", yscale="log", xlabel="ranks", ylabel="query ms over 1 h (median)",
             title="Slowest dashboard panels")
     ax2.legend(fontsize=7)
+    from matplotlib.ticker import NullFormatter
+
     for ax in (ax1, ax2):
         ax.set_xticks(ns, [f"{n:,}" for n in ns])
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.grid(True, which="both", alpha=0.3)
     fig.suptitle("obsgen scale benchmark (dotted: targets; thin dashed: linear in N)")
     fig.tight_layout()
