@@ -73,6 +73,12 @@ def errors(results: dict) -> list[str]:
     return out
 
 
+def _rounds(size: dict) -> str:
+    # sizes measured before the rounds were recorded ran the default: 2 and 2
+    r = size["built"].get("rounds", {"rules": 2, "panels": 2})
+    return f"{r['rules']}, {r['panels']}"
+
+
 def _ms(x: float) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
@@ -156,15 +162,17 @@ def markdown(results: dict) -> str:
     out += ["## Per size", "",
             "Rule times are Prometheus' own evaluation time (`evalTotalTime` from `stats=all`: "
             "what the ruler spends in the engine, without HTTP or JSON), per group the median "
-            "over 5 evaluation times x repeats of the sum of its rules. Panel times are per "
+            "over 5 evaluation times x timed rounds of the sum of its rules (one untimed warm-up "
+            "round first; at 16,384 ranks one timed round, for time). Panel times are per "
             "panel the sum of its queries' medians (Grafana sends them together; the sum is the "
             "cost on one core). RSS is the peak resident set (`VmHWM`) of a fresh Prometheus "
             "that evaluated one suite's rules at the 5 times; in brackets, of the process that "
             "ran every suite and every panel, repeatedly.", "",
             "| ranks | series in TSDB | per rank | obsgen: all groups ms | slowest group ms "
             "| naive suite ms | naive / obsgen | naive / obsgen stragglers "
-            "| slowest panel ms | peak RSS MiB: obsgen rules (all) / naive rules |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| slowest panel ms | peak RSS MiB: obsgen rules (all) / naive rules "
+            "| timed rounds: rules, panels |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in ss:
         o, nv = total_ms(s, "obsgen"), total_ms(s, "naive")
         wg = max(suite(s, "obsgen").values(), key=lambda v: v["ms"])
@@ -173,7 +181,8 @@ def markdown(results: dict) -> str:
         out.append(f"| {s['ranks']:,} | {s['counts']['all']:,.0f} | {s['counts']['all'] / s['ranks']:.0f} "
                    f"| {_ms(o)} | {_ms(wg['ms'])} | {_ms(nv)} | {nv / o:.2f} | {st:.1f} "
                    f"| {_ms(slowest_panel(s)[1]['ms'])} | {_mib(mem['obsgen']['rules_peak_rss'])} "
-                   f"({_mib(mem['obsgen']['panels_peak_rss'])}) / {_mib(mem['naive']['rules_peak_rss'])} |")
+                   f"({_mib(mem['obsgen']['panels_peak_rss'])}) / {_mib(mem['naive']['rules_peak_rss'])} "
+                   f"| {_rounds(s)} |")
     out.append("")
 
     # groups ---------------------------------------------------------------------------
