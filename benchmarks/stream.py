@@ -31,7 +31,7 @@ from functools import cached_property
 from typing import IO, Iterable
 
 from obsgen import plan, synth
-from obsgen.contract import DEFAULT_BUCKETS, L, M
+from obsgen.contract import DEFAULT_BUCKETS, L, M, METRICS
 
 # A fixed timeline, so data, and every query result, are the same in every run. BASE is a
 # multiple of 2 h: the ranks' window [END - 72m, END] lies inside one TSDB block range.
@@ -39,7 +39,13 @@ BASE = 1_700_006_400  # 2023-11-15T00:00:00Z
 END = BASE + 115 * 60
 SCRAPE = 30
 
-_LE = tuple("+Inf" if math.isinf(b) else repr(float(b)) for b in DEFAULT_BUCKETS)
+def _les(bounds: tuple[float, ...]) -> tuple[str, ...]:
+    return tuple("+Inf" if math.isinf(b) else repr(float(b)) for b in bounds)
+
+
+def bounds(name: str) -> tuple[float, ...]:
+    """Bucket bounds of a contract histogram: its own (the NCCL sidecar's) or the default."""
+    return METRICS[name].buckets or DEFAULT_BUCKETS
 
 
 def _phi(x: float) -> float:
@@ -127,6 +133,8 @@ class Bench:
               for phase in ("forward", "backward") if self.pp > 1),
             *(Hist(M.nccl_collective_duration_seconds.key, ((L.op.key, op), (L.group.key, g)),
                    stage=False) for op, g in self.collectives),
+            *(Hist(M.nccl_bus_bandwidth_gbytes_per_second.key, ((L.op.key, op), (L.group.key, g)),
+                   stage=False) for op, g in self.collectives),
         )
 
     @property
@@ -147,15 +155,34 @@ class Bench:
             out += [("Send", "pp"), ("Recv", "pp")]
         return tuple(out)
 
+    @property
+    def groups(self) -> dict[str, int]:
+        """Parallel groups and their sizes (the NCCL communicators a rank is in)."""
+        out = {"dp": max(1, self.ranks // (self.tp * self.pp))}
+        if self.tp > 1:
+            out["tp"] = self.tp
+        if self.pp > 1:
+            out["pp"] = self.pp
+        return out
+
     def series(self) -> dict[str, int]:
         """Series per rank by family (``_bucket``/``_sum``/``_count`` apart), as written;
         host series count as their share per rank (1/8 for 8 GPUs per host)."""
         out: dict[str, float] = {}
         for h in self.hists:
-            out[h.name + "_bucket"] = out.get(h.name + "_bucket", 0) + len(_LE)
+            out[h.name + "_bucket"] = out.get(h.name + "_bucket", 0) + len(bounds(h.name))
             out[h.name + "_sum"] = out.get(h.name + "_sum", 0) + 1
             out[h.name + "_count"] = out.get(h.name + "_count", 0) + 1
-        out[M.nccl_collective_bytes_total.key] = len(self.collectives)
+        for name in _PAIR_COUNTERS:
+            out[name] = len(self.collectives)
+        out[M.nccl_communicator_ranks.key] = len(self.groups)
+        for name in _SIDECAR_HISTS:  # per host and (op, group)
+            n = len(bounds(name)) + 2
+            out[name + "_bucket"] = (n - 2) * len(self.collectives) / self.ranks_per_node
+            out[name + "_sum"] = out[name + "_count"] = len(self.collectives) / self.ranks_per_node
+        for name in _SIDECAR_JOB:
+            out[name] = 1 / self.ranks_per_node
+        out[M.obsgen_nccl_alignment_incomplete_total.key] = len(self.groups) / self.ranks_per_node
         for name in (*_RANK_GAUGES, *_RANK_COUNTERS, M.train_rank_gpu_info.key, *_DCGM):
             out[name] = 1
         for name in _IB:
@@ -182,6 +209,14 @@ _IB = (M.node_infiniband_port_data_transmitted_bytes_total.key,
        M.node_infiniband_port_data_received_bytes_total.key,
        M.node_infiniband_rate_bytes_per_second.key)
 _HCAS = 8  # one InfiniBand HCA per GPU (rail-optimised hosts)
+# The NCCL sidecar (obsgen nccl-exporter): per rank and (op, group) counters; per host (one
+# sidecar per host) the aligned collectives' skew and tail histograms and its own health.
+_PAIR_COUNTERS = (M.nccl_collective_bytes_total.key, M.nccl_collective_bus_bytes_total.key,
+                  M.nccl_collective_aligned_total.key, M.nccl_collective_last_arrival_total.key,
+                  M.obsgen_nccl_collectives_unrecorded_total.key)
+_SIDECAR_HISTS = (M.nccl_collective_arrival_skew_seconds.key, M.nccl_collective_tail_seconds.key)
+_SIDECAR_JOB = (M.obsgen_nccl_records_total.key, M.obsgen_nccl_parse_errors_total.key,
+                M.obsgen_nccl_alignment_pending.key, M.obsgen_nccl_files.key)
 _PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 # The reference document's undefined per-job series, as a job-level exporter would
 # publish them (job_id only, so its rules can match them).
@@ -297,6 +332,7 @@ class Writer:
         self._rank_scalars(fh, ranks, labels, stage)
         self._gpus(fh, ranks, labels)
         self._hosts(fh, ranks)
+        self._sidecars(fh, ranks)
         self._kube(fh, ranks)
 
     def write_job(self, fh: IO[str]) -> None:
@@ -346,6 +382,11 @@ class Writer:
         b, sim, noise = self.b, self.b.sim, self.b.job.noise
         name, extra = h.name, dict(h.extra)
         walls = self._walls
+        if name == M.nccl_bus_bandwidth_gbytes_per_second.key:
+            group = extra[L.group.key]
+            gbs = {"dp": 40.0, "tp": 300.0, "pp": 20.0}[group]
+            calls = 1 if group == "dp" else 2 * b.microbatches if group == "pp" else 64
+            return [gbs] * len(walls), 0.05, calls
         if name == M.train_step_seconds.key:
             return walls, 0.002, 1
         comp = self._comp(rank)
@@ -383,9 +424,9 @@ class Writer:
         for h in hs:
             for r in ranks:
                 means, rel, calls = self._means(h, r)
-                distinct = {m: _shares(m, m * rel) for m in set(means)}
+                distinct = {m: _shares(m, m * rel, bounds(name)) for m in set(means)}
                 base = lab(h, r)
-                for k, le in enumerate(_LE):
+                for k, le in enumerate(_les(bounds(name))):
                     ks = {s[k] for s in distinct.values()}
                     if ks == {1.0}:
                         tails = self._steps_tail(bucket_times, calls)
@@ -458,14 +499,30 @@ class Writer:
                 tails = [f" {tl.ckpt_count[idx[x]] * b.job.checkpoint_cost!r} {x}\n" for x in t]
             for r in ranks:
                 self._emit(fh, name, f"{name}{{{labels[r]}}}", tails)
-        name = M.nccl_collective_bytes_total.key
-        for op, group in b.collectives:
-            per_step = {"dp": 2 * 2**30 // max(1, b.ranks // (b.tp * b.pp)), "tp": 2**30,
-                        "pp": 2**27}[group]
-            tails = self._steps_tail(times[name], per_step)
+        t = self._times(M.nccl_collective_bytes_total.key)
+        for name in _PAIR_COUNTERS:
+            t = self._times(name)
+            for op, group in b.collectives:
+                calls = 1 if group == "dp" else 2 * b.microbatches if group == "pp" else 64
+                size = {"dp": 2 * 2**30 // b.groups["dp"], "tp": 2**24, "pp": 2**21}[group]
+                per_step = {M.nccl_collective_bytes_total.key: calls * size,
+                            M.nccl_collective_bus_bytes_total.key: 2 * calls * size,
+                            M.nccl_collective_aligned_total.key: calls,
+                            M.obsgen_nccl_collectives_unrecorded_total.key: 0}.get(name)
+                for r in ranks:
+                    if per_step is None:  # last arrivals: the straggler arrives last
+                        tails = (self._steps_tail(t, calls) if r == b.slow_rank
+                                 else self._const("0", t))
+                    else:
+                        tails = self._steps_tail(t, per_step)
+                    self._emit(fh, name, f'{name}{{{labels[r]},{L.op.key}="{op}",'
+                                         f'{L.group.key}="{group}"}}', tails)
+        name = M.nccl_communicator_ranks.key
+        t = self._times(name)
+        for group, size in b.groups.items():
             for r in ranks:
-                self._emit(fh, name, f'{name}{{{labels[r]},{L.op.key}="{op}",'
-                                     f'{L.group.key}="{group}"}}', tails)
+                self._emit(fh, name, f'{name}{{{labels[r]},{L.group.key}="{group}"}}',
+                           self._const(str(size), t))
         name = M.train_rank_gpu_info.key
         for r in ranks:
             self._emit(fh, name, f'{name}{{{labels[r]},{L.UUID.key}="{_uuid(r)}"}}',
@@ -530,6 +587,61 @@ class Writer:
                    f'machine="x86_64",domainname="(none)",version="#52-Ubuntu SMP"')
             self._emit(fh, name, f"{name}{{{lab}}}", self._const("1", t))
 
+    def _sidecars(self, fh, ranks: range) -> None:
+        """The NCCL sidecar of every host whose GPUs are in ``ranks``: arrival skew and tail
+        of the aligned collectives (histograms by op and group) and its own counters."""
+        b, tl = self.b, self.tl
+        nodes = sorted({r // b.ranks_per_node for r in ranks})
+        job = f'{L.job_id.key}="{b.job_id}"'
+
+        def scrape(node: int) -> str:
+            return f'{L.job.key}="nccl-exporter",{L.instance.key}="{_host_ip(node)}:9450",{job}'
+
+        first = tl.index[self.rank_times[0]]
+        for name in _SIDECAR_HISTS:
+            les = bounds(name)
+            for suffix in ("_bucket", "_count", "_sum"):
+                t = self._times(name + suffix)
+                keep = len(t)
+                for node in nodes:
+                    for op, group in b.collectives:
+                        calls = 1 if group == "dp" else 2 * b.microbatches if group == "pp" else 64
+                        mean = {"dp": 0.25, "tp": 0.0004, "pp": 0.0002}[group]
+                        if name == M.nccl_collective_tail_seconds.key:
+                            mean = mean / 2
+                        base = f'{scrape(node)},{L.op.key}="{op}",{L.group.key}="{group}"'
+                        if suffix == "_count":
+                            self._emit(fh, name + suffix, f"{name}_count{{{base}}}",
+                                       self._steps_tail(t, calls))
+                        elif suffix == "_sum":
+                            values = [tl.steps[first + k] * calls * mean
+                                      for k in range(len(self.rank_times))]
+                            self._emit(fh, name + suffix, f"{name}_sum{{{base}}}",
+                                       self._floats(values[-keep:], t))
+                        else:
+                            shares = _shares(mean, mean * 0.1, les)
+                            for le, share in zip(_les(les), shares):
+                                tails = (self._steps_tail(t, calls) if share == 1.0
+                                         else self._const("0", t) if share == 0.0
+                                         else self._bucket_tails([share] * len(self.rank_times),
+                                                                 calls, first, t))
+                                self._emit(fh, name + suffix,
+                                           f'{name}_bucket{{{base},le="{le}"}}', tails)
+        for name in (*_SIDECAR_JOB, M.obsgen_nccl_alignment_incomplete_total.key):
+            t = self._times(name)
+            for node in nodes:
+                if name == M.obsgen_nccl_alignment_incomplete_total.key:
+                    for group in b.groups:
+                        self._emit(fh, name, f'{name}{{{scrape(node)},{L.group.key}="{group}"}}',
+                                   self._const("0", t))
+                    continue
+                value = {M.obsgen_nccl_files.key: str(b.ranks_per_node),
+                         M.obsgen_nccl_alignment_pending.key: "3"}.get(name)
+                tails = (self._const(value, t) if value else
+                         self._steps_tail(t, b.ranks_per_node * len(b.collectives))
+                         if name == M.obsgen_nccl_records_total.key else self._const("0", t))
+                self._emit(fh, name, f"{name}{{{scrape(node)}}}", tails)
+
     def _kube(self, fh, ranks: range) -> None:
         """kube-state-metrics: one pod per rank (the reference document's rank-failure rule
         counts running pods against the rank count). kube_pod_labels carries the pod's job
@@ -560,14 +672,14 @@ def _rng(*key) -> random.Random:
 _SHARES: dict[tuple[float, float], tuple[float, ...]] = {}
 
 
-def _shares(mean: float, sd: float) -> tuple[float, ...]:
-    """Share of observations at or below each default bucket bound, for a normal
-    distribution of ``mean`` and ``sd`` (as obsgen.synth fills buckets)."""
-    key = (mean, sd)
+def _shares(mean: float, sd: float, les: tuple[float, ...] = DEFAULT_BUCKETS) -> tuple[float, ...]:
+    """Share of observations at or below each bucket bound, for a normal distribution of
+    ``mean`` and ``sd`` (as obsgen.synth fills buckets)."""
+    key = (mean, sd, les)
     s = _SHARES.get(key)
     if s is None:
         sd = max(sd, 1e-9)
-        s = tuple(1.0 if math.isinf(le) else _clip(_phi((le - mean) / sd)) for le in DEFAULT_BUCKETS)
+        s = tuple(1.0 if math.isinf(le) else _clip(_phi((le - mean) / sd)) for le in les)
         if len(_SHARES) > 100_000:
             _SHARES.clear()
         _SHARES[key] = s
