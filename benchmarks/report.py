@@ -126,7 +126,8 @@ def markdown(results: dict) -> str:
            f"Machine: {m['cpus']} cores, {m['memory_bytes'] / 2**30:.0f} GiB, shared with other "
            f"developers' test runs (load average {m.get('load_before', 0):.1f} when the run "
            f"started); {m['prometheus']}; Python {m['python']}. The run took "
-           f"{results.get('elapsed_seconds', 0) / 60:.0f} minutes.", ""]
+           f"{results.get('elapsed_seconds', 0) / 60:.0f} minutes.", "",
+           *results.get("notes", [])]
 
     # targets ------------------------------------------------------------------------
     og = suite(big, "obsgen")
