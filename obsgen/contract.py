@@ -178,8 +178,11 @@ METRICS: dict[str, Metric] = {
                "AllGather and ReduceScatter, the message for Send and Recv); from the sidecar, "
                "the collectives the Inspector recorded", emitter=NCCL_SIDECAR),
         Metric("nccl_link_recovery_total", COUNTER, ("job_id", "rank"), "recoveries",
-               "link failures NCCL (2.27+ resilient collectives) recovered from without aborting",
-               emitter=NCCL_SIDECAR),
+               "link failures NCCL (2.27+ resilient collectives) recovered from without aborting; "
+               "NCCL publishes no counter of its own (its RAS subsystem reports peer health), so "
+               "the job counts them with obsgen.instrument's Telemetry.link_recovered() where "
+               "its NCCL reports a recovered link (e.g. from its warnings)",
+               emitter=INSTRUMENT),
         # GPUs, as dcgm-exporter publishes them (names and labels exactly as it writes them;
         # pod, namespace and container only on Kubernetes with the kubelet mapping).
         Metric("DCGM_FI_PROF_SM_ACTIVE", GAUGE, _DCGM, "ratio",

@@ -30,6 +30,10 @@ class Shape:
     gpus_per_host: int = 8
     hcas_per_host: int = 8
     all_ranks_report_loss: bool = False  # grad norm and loss from every rank, or one
+    gpu_info: bool = True  # ranks name their GPU (train_rank_gpu_info), as GPU jobs do
+    planned_end: bool = False  # the launch config passes a deadline
+    checkpoint_bytes: bool = False  # the loop reports checkpoint bytes (instrument opt-in)
+    sidecar: bool = True  # the NCCL sidecar runs next to the ranks
 
     @property
     def hosts(self) -> int:
@@ -48,6 +52,19 @@ class Line:
     scope: str  # rank, gpu, host, job, stage
     per_unit: int  # series per rank (or gpu, host, job, stage)
     total: int
+    source: str = ""  # training process, NCCL sidecar, exporters, rules
+
+
+TRAINING = "training process"
+SOURCES = {contract.INSTRUMENT: TRAINING, contract.NCCL_SIDECAR: TRAINING,
+           contract.INSTRUMENT_RESTART: TRAINING, contract.NCCL_EXPORTER: "NCCL sidecar"}
+
+
+def _optional(m: contract.Metric, s: Shape) -> bool:
+    """Series that exist only when the job uses them."""
+    return {M.train_rank_gpu_info.key: s.gpu_info,
+            M.train_planned_end_timestamp_seconds.key: s.planned_end,
+            M.checkpoint_bytes_written_total.key: s.checkpoint_bytes}.get(m.key, True)
 
 
 def _fan_out(m: contract.Metric, s: Shape) -> int:
@@ -82,20 +99,29 @@ def plan(s: Shape, windows: dict[str, str] | None = None) -> list[Line]:
         scope = _scope(m)
         if scope is None:
             continue
+        source = SOURCES.get(m.emitter, "exporters")
+        if not _optional(m, s) or (source == "NCCL sidecar" and not s.sidecar):
+            continue
         per = _fan_out(m, s) * (len(m.buckets or contract.DEFAULT_BUCKETS) + 2
                                 if m.type == HISTOGRAM else 1)
         if m in (M.job_recovery_seconds, M.job_checkpoint_age_at_failure_seconds) or (
                 m in (M.train_grad_norm, M.train_loss) and not s.all_ranks_report_loss):
-            lines.append(Line(m.key, m.type, "job", per, per))
+            lines.append(Line(m.key, m.type, "job", per, per, source))
             continue
-        lines.append(Line(m.key, m.type, scope, per, per * units[scope]))
+        lines.append(Line(m.key, m.type, scope, per, per * units[scope], source))
     for r in contract.RECORDED.values():
         scope = ("rank" if L.rank.key in r.labels else "stage" if L.stage.key in r.labels
                  else "gpu" if L.UUID.key in r.labels else "host" if L.node.key in r.labels
                  else "job")
         name = r.name.format(**(windows or config.DEFAULTS["windows"]))
-        lines.append(Line(name, "recorded", scope, 1, units[scope]))
+        lines.append(Line(name, "recorded", scope, 1, units[scope], "rules"))
     return lines
+
+
+def per_rank(lines: list[Line], source: str) -> int:
+    """Series one rank's ``source`` serves (job-level series such as a one-rank loss
+    excluded)."""
+    return sum(l.per_unit for l in lines if l.scope == "rank" and l.source == source)
 
 
 def report(s: Shape, windows: dict[str, str] | None = None) -> str:
@@ -107,12 +133,12 @@ def report(s: Shape, windows: dict[str, str] | None = None) -> str:
     for l in lines:
         if l.total:
             out.append(f"{l.name:<{width}}  {l.type:<9}  {l.scope:<5}  {l.per_unit:>5}  {l.total:>12,}")
-    per_rank = sum(l.per_unit for l in lines if l.scope == "rank" and l.type != "recorded")
     scraped = sum(l.total for l in lines if l.type != "recorded")
     recorded = sum(l.total for l in lines if l.type == "recorded")
     total = scraped + recorded
     out += ["",
-            f"per rank from the training process: {per_rank}",
+            f"per rank from the training process (obsgen.instrument): {per_rank(lines, TRAINING)}",
+            f"per rank from the NCCL sidecar: {per_rank(lines, 'NCCL sidecar')}",
             f"scraped series: {scraped:,}   recorded series: {recorded:,}   total: {total:,}",
             f"Prometheus head memory, at ~{BYTES_PER_SERIES // 1024} KiB per series: "
             f"~{total * BYTES_PER_SERIES / 2**30:.1f} GiB (plus churn on restarts: every restart "

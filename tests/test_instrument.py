@@ -176,6 +176,14 @@ def test_experts_gpu_and_planned_end(tel):
         t.close()
 
 
+def test_link_recoveries_are_counted_from_zero(tel):
+    s = scrape(tel)
+    assert value(s, "nccl_link_recovery_total") == 0  # exists from start()
+    tel.link_recovered()
+    tel.link_recovered(2)
+    assert value(scrape(tel), "nccl_link_recovery_total") == 3
+
+
 def test_after_a_restart_rank_0_reports_recovery_time_and_lost_work():
     now = time.time()
     t = Telemetry("job-r", failed_at=now - 120, resumed_from=now - 1000, port_base=0,

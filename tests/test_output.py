@@ -29,8 +29,11 @@ def snapshot(out: Path) -> dict[str, bytes]:
 
 
 CHILD = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
     from pathlib import Path
+    # A process started in the background inherits SIGINT ignored, and Python then leaves
+    # it ignored: restore the default so these tests mean the same under any runner.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, {root!r})
     from tests.test_output import files
     from obsgen import output

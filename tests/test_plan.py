@@ -4,28 +4,48 @@ from __future__ import annotations
 import pytest
 
 from obsgen.cli import main
-from obsgen.plan import Shape, plan
+from obsgen.plan import TRAINING, Shape, per_rank, plan
 
 
 def totals(shape: Shape) -> dict[str, int]:
     lines = plan(shape)
     return {"scraped": sum(l.total for l in lines if l.type != "recorded"),
             "recorded": sum(l.total for l in lines if l.type == "recorded"),
-            "per_rank": sum(l.per_unit for l in lines if l.scope == "rank" and l.type != "recorded")}
+            "per_rank": per_rank(lines, TRAINING) + per_rank(lines, "NCCL sidecar")}
 
 
 def test_a_dense_data_parallel_job_of_8_ranks_by_hand():
-    # Per rank: 3 histograms (step, compute, exposed comm) x 17 series, collective time
-    # (the sidecar's 20 buckets) 22, bus bandwidth (16 buckets) 18; 10 gauges (with the
-    # communicator size); 9 counters (checkpoints, checkpoint seconds, checkpoint bytes,
-    # collective bytes, link recoveries, bus bytes, aligned, last arrivals, unrecorded)
-    # = 110. From one rank: grad norm, loss, recovery time and checkpoint age at failure
-    # = 4. One host of 8 GPUs: 11 DCGM series per GPU = 88, 8 HCAs x 3 + uname = 25, its
-    # pod's kube_pod_labels = 1, the sidecar's skew and tail histograms 2 x 22 and 5
-    # exporter series = 49. Recorded: 7 per rank, 2 per stage, 20 per job, 5 per host, 3
-    # per GPU (at most: the error records exist only for GPUs with errors).
-    assert totals(Shape(ranks=8)) == {"scraped": 110 * 8 + 4 + 88 + 25 + 1 + 49,
-                                      "recorded": 7 * 8 + 2 + 20 + 5 + 3 * 8, "per_rank": 110}
+    # Training process, per rank: 3 histograms (step, compute, exposed comm) x 17, the
+    # collective time (20 buckets, as the sidecar's) 22; 8 gauges with the GPU info;
+    # collective bytes, link recoveries, checkpoints and checkpoint seconds = 85.
+    # Sidecar, per rank: bus bandwidth (16 buckets) 18, bus bytes, aligned, last arrivals,
+    # unrecorded, communicator size = 23. From one rank: grad norm, loss, recovery time,
+    # checkpoint age at failure = 4. One host of 8 GPUs: 11 DCGM series per GPU = 88,
+    # 8 HCAs x 3 + uname = 25, its pod's kube_pod_labels = 1, the sidecar's skew and tail
+    # histograms 2 x 22 and 5 exporter series = 49. Recorded: 7 per rank, 2 per stage,
+    # 20 per job, 5 per host, 3 per GPU (at most: error records exist only for GPUs with
+    # errors).
+    assert totals(Shape(ranks=8)) == {"scraped": 108 * 8 + 4 + 88 + 25 + 1 + 49,
+                                      "recorded": 7 * 8 + 2 + 20 + 5 + 3 * 8, "per_rank": 108}
+
+
+def test_plan_counts_what_obsgen_instrument_serves():
+    """A default Telemetry (no GPU named, no deadline, no checkpoint bytes) serves exactly
+    the series the plan counts for one rank of the training process."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from obsgen.instrument import Telemetry
+
+    tel = Telemetry("job-plan", rank=3, world_size=8, port_base=0, addr="127.0.0.1").start()
+    try:
+        text = urllib.request.urlopen(f"http://{tel.endpoint.address}/metrics", timeout=5).read().decode()
+    finally:
+        tel.close(linger=0)
+    served = sum(len(f.samples) for f in text_string_to_metric_families(text))
+    assert served == per_rank(plan(Shape(ranks=8, gpu_info=False)), TRAINING) == 84
+    assert served < 150  # issue 7's ceiling for the instrument's default series per rank
 
 
 def test_cost_is_linear_in_ranks():

@@ -231,6 +231,7 @@ class Telemetry:
     def _init_series(self) -> None:
         for metric in (M.train_step_seconds, M.train_compute_seconds, M.train_exposed_comm_seconds,
                        M.train_checkpoint_total, M.train_checkpoint_seconds_total,
+                       M.nccl_link_recovery_total,
                        *([M.checkpoint_bytes_written_total] if self.checkpoint_bytes else [])):
             self._labels(metric)
         for op, group in self.expected_collectives:
@@ -346,6 +347,12 @@ class Telemetry:
     def expert_tokens(self, expert: int | str, tokens: int) -> None:
         """Tokens routed to an MoE expert hosted by this rank (summed over layers)."""
         self._labels(M.moe_expert_tokens_total, expert=str(expert)).inc(tokens)
+
+    def link_recovered(self, count: int = 1) -> None:
+        """Count link failures NCCL recovered from without aborting (NCCL 2.27+ resilient
+        collectives). NCCL publishes no counter of these: call this where the job learns of
+        one, e.g. from NCCL's warnings; Train_NCCL_LinkRecovery reads the count."""
+        self._labels(M.nccl_link_recovery_total).inc(max(count, 0))
 
     def gpu_info(self, uuid: str) -> None:
         """Name the GPU this rank runs on (``GPU-...``, as dcgm-exporter's UUID label)."""
