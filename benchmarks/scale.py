@@ -119,13 +119,20 @@ def before_rules(current: list[Rule] | None = None) -> list[Rule]:
     old = _groups(yaml.safe_load(path.read_text()))
     now = {r.name: " ".join(r.expr.split())
            for r in current or obsgen_rules(default_config()) if r.kind == "record"}
-    clash = {r.name for r in old if r.kind == "record" and r.name in now
-             and now[r.name] != " ".join(r.expr.split())}
+    clash: set[str] = set()
 
     def rename(text: str) -> str:
         for name in clash:
             text = re.sub(rf"(?<![\w:]){re.escape(name)}(?![\w:])", name + "_before", text)
         return text
+
+    # to a fixed point: a record that reads a renamed one differs from its current self too
+    while True:
+        more = {r.name for r in old if r.kind == "record" and r.name in now
+                and now[r.name] != " ".join(rename(r.expr).split())} - clash
+        if not more:
+            break
+        clash |= more
 
     return [Rule("before:" + r.group, r.kind, rename(r.name) if r.kind == "record" else r.name,
                  rename(r.expr)) for r in old]
