@@ -17,8 +17,7 @@ more than half of the 30-minute persistence window, so Train_Straggler_Persisten
 the floor that "most of 30 minutes" allows, a shorter ``windows.rate`` trims the rest).
 A rank must also have been measured at the start of the window, so a job younger than the
 persistence window (whose warm-up would fill "most" of a half-empty window) cannot raise
-it: a rank slow from the first minute fires about 27 minutes in. A rank that is no longer
-scraped leaves the stage median at once instead of lingering for the rate window.
+it: a rank slow from the first minute fires about 27 minutes in.
 
 ## Train_Straggler_Persistent
 
@@ -69,22 +68,18 @@ def build(c: Ctx) -> Family:
     fraction = c.t("straggler_persistent_fraction")
     where = (f"rank {c.tl(L.rank)} (stage {c.tl(L.stage)}"
              "{{ with $labels.%s }}, node {{ . }}{{ end }})" % c.l(L.node))
-    # The rank was measured at the start of the persistence window: a job (or rank) younger
-    # than the window has a half-filled window, and its warm-up would count as "most of it".
+    # The stage was measured at the start of the persistence window: a job younger than the
+    # window has a half-filled window, and its warm-up would count as "most of it". Read
+    # from the per-stage median (a few series per job), not per rank: at 16,384 ranks the
+    # per-rank version costs as much as the share itself.
     slice_ = min(seconds(rate), seconds(persist))
-    measured_since = (f"count_over_time({c.r(R.straggler_flag)}[{duration(slice_)}]"
-                      f" offset {duration(seconds(persist) - slice_)}) > 0")
+    measured_since = (f"{c.on(L.job_id, L.stage)} count_over_time({c.r(R.compute_median)}"
+                      f"[{duration(slice_)}] offset {duration(seconds(persist) - slice_)}) > 0")
     rules = (
-        # Only ranks scraped now: a rank that is gone keeps a rate over the window for a
-        # few minutes, and its last (often slow) mean would stay in its stage's median.
         Record(c.rname(R.compute_mean), expr(f"""
-            (
-              sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_sum', rate)})
-              /
-              (sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_count', rate)}) > 0)
-            )
-            and {c.on(*rank)}
-            {c.m(M.train_compute_seconds, '_count')}
+            sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_sum', rate)})
+            /
+            (sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_count', rate)}) > 0)
         """)),
         Record(c.rname(R.compute_median), expr(f"""
             quantile {c.by(L.job_id, L.stage)} (0.5, {c.r(R.compute_mean)})
@@ -117,8 +112,7 @@ def build(c: Ctx) -> Family:
                   {c.r(R.compute_ratio)}
                   and
                   {c.r(R.straggler_share)} > {fraction}
-                  and
-                  {measured_since}
+                  and {measured_since}
                 )
                 * {c.join((L.job_id, L.rank), (L.node,))}
                 {_current_node(c)}
