@@ -414,7 +414,8 @@ def summarize(b: stream.Bench, raw: dict, suites: dict[str, list[Rule]],
 
 # one size ------------------------------------------------------------------------------------
 def run_size(n: int, work: Path, repeats: int, shard_ranks: int, keep: bool,
-             compact: bool = True, panel_rounds: int | None = None) -> dict:
+             compact: bool = True, panel_rounds: int | None = None,
+             reuse: bool = False) -> dict:
     cfg = default_config()
     suites = {"obsgen": obsgen_rules(cfg), "naive": naive_rules()}
     boards = {"obsgen": panels(cfg)}
@@ -428,23 +429,36 @@ def run_size(n: int, work: Path, repeats: int, shard_ranks: int, keep: bool,
     b = stream.Bench(n)
     work.mkdir(parents=True, exist_ok=True)
     data = work / f"tsdb-{n}"
-    if data.exists():
-        shutil.rmtree(data)
-    data.mkdir()
-    built: dict = {}
+    built_path = work / f"built-{n}.json"
+    reused = reuse and data.exists() and built_path.exists()
+    if not reused:
+        if data.exists():
+            shutil.rmtree(data)
+        data.mkdir()
+        built_path.unlink(missing_ok=True)
+    built: dict = json.loads(built_path.read_text()) if reused else {}
     t0 = time.monotonic()
-    with open(work / f"build-{n}.log", "w") as log:
+    with open(work / f"build-{n}.log", "a" if reused else "w") as log:
         try:
-            _say(f"{n} ranks: streaming series into blocks")
-            built["raw"] = backfill_raw(b, data, work, read, shard_ranks, log)
-            _say(f"{n} ranks: recorded series, level by level")
-            built["recorded"] = backfill_recorded(b, data, work, recording(list(suites.values())), log)
-            if compact:
-                _say(f"{n} ranks: compacting")
-                built["compaction_seconds"] = prom.compact(data, work / "prometheus.log")
+            if reused:
+                # built by a --keep run of the same recording rules (built-N.json says when)
+                _say(f"{n} ranks: reusing {data} (built {built.get('built_at', '?')})")
+                built["reused"] = True
             else:
-                built["compaction_seconds"] = None
-            built["tsdb_bytes"] = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
+                _say(f"{n} ranks: streaming series into blocks")
+                built["raw"] = backfill_raw(b, data, work, read, shard_ranks, log)
+                _say(f"{n} ranks: recorded series, level by level")
+                built["recorded"] = backfill_recorded(b, data, work,
+                                                      recording(list(suites.values())), log)
+                if compact:
+                    _say(f"{n} ranks: compacting")
+                    built["compaction_seconds"] = prom.compact(data, work / "prometheus.log")
+                else:
+                    built["compaction_seconds"] = None
+                built["tsdb_bytes"] = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
+                built["built_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                built["total_seconds"] = time.monotonic() - t0
+                built_path.write_text(json.dumps(built, indent=1, sort_keys=True) + "\n")
             _say(f"{n} ranks: measuring ({repeats} repeats)")
             t1 = time.monotonic()
             raw = measure(b, data, work, suites, boards, repeats, log, panel_rounds)
@@ -453,7 +467,6 @@ def run_size(n: int, work: Path, repeats: int, shard_ranks: int, keep: bool,
         finally:
             if not keep:
                 shutil.rmtree(data, ignore_errors=True)
-    built["total_seconds"] = time.monotonic() - t0
     return summarize(b, raw, suites, boards, built)
 
 
@@ -479,6 +492,9 @@ def main(argv=None) -> int:
                     help="JSON results (default: benchmarks/results.json, quick: under --work)")
     ap.add_argument("--report", action="store_true", help="only rewrite the report from --results")
     ap.add_argument("--keep", action="store_true", help="keep the TSDBs under --work")
+    ap.add_argument("--reuse", action="store_true",
+                    help="measure on a TSDB a --keep run left under --work (same recording "
+                         "rules) instead of building it again")
     args = ap.parse_args(argv)
     from . import report
 
@@ -499,7 +515,8 @@ def main(argv=None) -> int:
         # measures on the backfilled blocks as they are, which is fine for a smoke test
         results["sizes"][str(n)] = run_size(n, args.work, repeats, args.shard_ranks, args.keep,
                                             compact=not args.quick,
-                                            panel_rounds=args.panel_rounds)
+                                            panel_rounds=args.panel_rounds,
+                                            reuse=args.reuse)
         results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     results["elapsed_seconds"] = time.monotonic() - t0
     results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
