@@ -6,6 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 E2E_STAMP := $(VENV)/.installed-e2e
+BENCH_STAMP := $(VENV)/.installed-bench
 TOOLS  := promtool vmalert amtool
 E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager
 # Grafana's dashboard JSON schemas, beside the repository; renders validate against them.
@@ -16,7 +17,7 @@ export OBSGEN_GRAFANA_SCHEMAS := $(GRAFANA_SCHEMAS)
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help render check test e2e bench lint fuzz fixtures golden tools e2e-tools clean
+.PHONY: help render check test e2e bench bench-scale bench-quick lint fuzz fixtures golden tools e2e-tools clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -52,6 +53,7 @@ fuzz: $(STAMP) tools ## property tests with 5,000 random examples each (make tes
 
 e2e: $(E2E_STAMP) e2e-tools check ## end to end: simulator and PyTorch DDP into real Prometheus + Alertmanager
 	$(BIN)/pytest -q -m e2e tests/e2e
+	$(BIN)/python -m benchmarks.scale --quick
 
 
 lint: $(STAMP) tools ## promtool check rules --lint=all on the rendered rules
@@ -63,9 +65,21 @@ fixtures: $(STAMP) ## regenerate tests/promtool/*.yaml from the case tables
 golden: $(STAMP) ## refresh golden files after an intended change
 	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_render.py tests/test_dashboards.py
 
-bench: $(E2E_STAMP) ## benchmarks: NCCL sidecar parse rate, instrument overhead (ratios, same run)
+# matplotlib (pinned in the bench extra) for the scale benchmark's plot.
+$(BENCH_STAMP): $(E2E_STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,torch,bench]'
+	@touch $@
+
+bench: $(BENCH_STAMP) e2e-tools ## benchmarks: NCCL sidecar parse rate, instrument overhead, rules and panels at 1k-16k ranks (~1 h)
 	$(BIN)/python -m benchmarks.nccl_parse
 	$(BIN)/python benchmarks/instrument_overhead.py
+	$(BIN)/python -m benchmarks.scale
+
+bench-scale: $(BENCH_STAMP) e2e-tools ## only the scale benchmark: benchmarks/RESULTS.md and scale.png
+	$(BIN)/python -m benchmarks.scale
+
+bench-quick: $(STAMP) e2e-tools ## the scale benchmark at 256 ranks (< 3 min; make e2e runs it)
+	$(BIN)/python -m benchmarks.scale --quick
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from fractions import Fraction
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -172,6 +173,19 @@ class ConfigError(Exception):
 def seconds(duration: str) -> float:
     """Seconds in a Prometheus duration such as ``1h30m``."""
     return sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)(ms|[ywdhms])", duration))
+
+
+def duration(secs: float) -> str:
+    """A Prometheus duration for ``secs`` (1800 -> 30m, 2.5 -> 2s500ms)."""
+    ms = round(Fraction(secs).limit_denominator(1000) * 1000)
+    if ms == 0:
+        return "0s"
+    out = ""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        n, ms = divmod(ms, size)
+        if n:
+            out += f"{n}{unit}"
+    return out
 
 
 @dataclass(frozen=True)

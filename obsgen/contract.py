@@ -309,6 +309,8 @@ RECORDED: dict[str, Recorded] = {
                  "rank's mean compute time divided by its stage's median"),
         Recorded("straggler_flag", "job_rank:train_straggler:flag{rate}", _RANK,
                  "1 while the rank is slower than the straggler threshold, else 0"),
+        Recorded("straggler_share", "job_rank:train_straggler:share{straggler_persistence}", _RANK,
+                 "share of the persistence window the rank was straggling (0 to 1)"),
         Recorded("straggler_ranks", "job:train_straggler_ranks:count{straggler_persistence}",
                  ("job_id",),
                  "ranks that straggled in the window without being persistent stragglers"),

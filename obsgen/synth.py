@@ -179,6 +179,13 @@ class Job:
         """A simulation to drive scrape by scrape: ``sim.scrape_at(t)`` with increasing t."""
         return _Sim(self)
 
+    def physics(self) -> "_Sim":
+        """The job's model without running it: rank speeds (``compute_mean``), stages
+        (``stage_of``), the bubble, faults and the scrape labels of a rank (``labels``).
+        For generators that stream far more ranks than ``run`` can hold, e.g.
+        benchmarks/stream.py."""
+        return _Sim(self)
+
     def compute_means(self, t: float) -> list[float]:
         """Noise-free mean compute time of every rank at ``t`` (no restart considered):
         the ground truth the straggler rules estimate."""
@@ -378,6 +385,11 @@ class _Sim:
                               busy / 3 * j.noise, phase="forward")
                 self._observe(r, M.pipeline_stage_seconds.key, n, noisy(2 * busy / 3), 2 * busy / 3,
                               2 * busy / 3 * j.noise, phase="backward")
+
+    def labels(self, rank: int) -> dict[str, str]:
+        """Scrape and contract labels of every series of ``rank`` (job, instance, job_id,
+        rank, node), as ``run`` writes them."""
+        return {k: v for k, v in self._make_key(rank, "_") if k != "__name__"}
 
     def _key(self, rank: int, name: str, **extra: str) -> tuple:
         cache_key = (rank, self.gen, name, *extra.items())

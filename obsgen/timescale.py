@@ -21,12 +21,11 @@ rendered from the committed profile are the default rules with scaled durations.
 from __future__ import annotations
 
 import copy
-from fractions import Fraction
 
 import yaml
 
 from . import registry
-from .config import DEFAULTS, Config, seconds
+from .config import DEFAULTS, Config, duration, seconds  # noqa: F401 (duration: re-exported)
 
 # Prometheus' and Alertmanager's own time constants in a real deployment, in seconds.
 SCRAPE_INTERVAL = 30
@@ -41,19 +40,6 @@ DURATION_THRESHOLDS = ("checkpoint_max_age",)
 
 class NotUniform(ValueError):
     pass
-
-
-def duration(secs: float) -> str:
-    """A Prometheus duration for ``secs`` (1800 -> 30m, 2.5 -> 2s500ms)."""
-    ms = round(Fraction(secs).limit_denominator(1000) * 1000)
-    if ms == 0:
-        return "0s"
-    out = ""
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
-        n, ms = divmod(ms, size)
-        if n:
-            out += f"{n}{unit}"
-    return out
 
 
 def default_fors() -> dict[str, str]:

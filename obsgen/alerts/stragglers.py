@@ -15,6 +15,9 @@ rate window is slow (about 2.6 minutes with 5m) and is persistent once it stragg
 more than half of the 30-minute persistence window, so Train_Straggler_Persistent fires
 18.5 minutes after the onset with the defaults (measured by the fixtures; 15 minutes is
 the floor that "most of 30 minutes" allows, a shorter ``windows.rate`` trims the rest).
+A rank must also have been measured at the start of the window, so a job younger than the
+persistence window (whose warm-up would fill "most" of a half-empty window) cannot raise
+it: a rank slow from the first minute fires about 27 minutes in.
 
 ## Train_Straggler_Persistent
 
@@ -43,6 +46,7 @@ Check first:
 from __future__ import annotations
 
 from ..model import Alert, Family, Record, expr
+from ..config import duration, seconds
 from ..contract import L, M, R
 from ..promql import Ctx
 
@@ -64,6 +68,13 @@ def build(c: Ctx) -> Family:
     fraction = c.t("straggler_persistent_fraction")
     where = (f"rank {c.tl(L.rank)} (stage {c.tl(L.stage)}"
              "{{ with $labels.%s }}, node {{ . }}{{ end }})" % c.l(L.node))
+    # The stage was measured at the start of the persistence window: a job younger than the
+    # window has a half-filled window, and its warm-up would count as "most of it". Read
+    # from the per-stage median (a few series per job), not per rank: at 16,384 ranks the
+    # per-rank version costs as much as the share itself.
+    slice_ = min(seconds(rate), seconds(persist))
+    measured_since = (f"{c.on(L.job_id, L.stage)} count_over_time({c.r(R.compute_median)}"
+                      f"[{duration(slice_)}] offset {duration(seconds(persist) - slice_)}) > 0")
     rules = (
         Record(c.rname(R.compute_mean), expr(f"""
             sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_sum', rate)})
@@ -81,11 +92,17 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.straggler_flag), expr(f"""
             {c.r(R.compute_ratio)} > bool {c.t('straggler_ratio')}
         """)),
+        # The window of every rank's flag is read once per evaluation, here; the alerts
+        # and the transient count read this share (a rank straggled at some point in the
+        # window when its share is above 0).
+        Record(c.rname(R.straggler_share), expr(f"""
+            avg_over_time({c.r(R.straggler_flag)}[{persist}])
+        """)),
         Record(c.rname(R.straggler_ranks), expr(f"""
             count {c.by(L.job_id)} (
-              max {c.by(L.job_id, L.rank)} (max_over_time({c.r(R.straggler_flag)}[{persist}])) == 1
+              max {c.by(L.job_id, L.rank)} ({c.r(R.straggler_share)}) > 0
               unless {c.on(L.job_id, L.rank)}
-              max {c.by(L.job_id, L.rank)} (avg_over_time({c.r(R.straggler_flag)}[{persist}])) > {fraction}
+              max {c.by(L.job_id, L.rank)} ({c.r(R.straggler_share)}) > {fraction}
             )
         """)),
         Alert(
@@ -94,7 +111,8 @@ def build(c: Ctx) -> Family:
                 (
                   {c.r(R.compute_ratio)}
                   and
-                  avg_over_time({c.r(R.straggler_flag)}[{persist}]) > {fraction}
+                  {c.r(R.straggler_share)} > {fraction}
+                  and {measured_since}
                 )
                 * {c.join((L.job_id, L.rank), (L.node,))}
                 {_current_node(c)}

@@ -2,7 +2,7 @@
 between ranks, a 3-minute warm-up at 1.4x, checkpoints every 10 minutes."""
 from statistics import median
 
-from obsgen.synth import Job, Restart, RotatingSlow, SlowRank
+from obsgen.synth import Job, RankLoss, Restart, RotatingSlow, SlowRank
 
 from ..support import At, Case, Fired, Never
 
@@ -25,6 +25,9 @@ def straggler(job: Job, rank: int, minute: float) -> Fired:
 
 
 persistent = Job(job_id=JOB, faults=(SlowRank(rank=3, factor=1.2, start=30 * MIN),))
+from_start = Job(job_id=JOB, faults=(SlowRank(rank=3, factor=1.2, start=0),))
+lost = Job(job_id=JOB, faults=(SlowRank(rank=3, factor=1.2, start=0),
+                               RankLoss(ranks=(3,), at=45 * MIN, hang=False)))
 
 CASES = {
     "a healthy job with warm-up fires no straggler": Case(
@@ -43,6 +46,14 @@ CASES = {
     "a pipeline stage that computes 30% more than the others is not a straggler": Case(
         [Job(job_id=JOB, pp=4, microbatches=16, stage_compute=(1.0, 1.0, 1.0, 1.3))], 60,
         [Never(P), Never(T)]),
+    "a rank 20% slower from the job's first minute fires Persistent only once the job is "
+    "older than the 30-minute window, not on a half-filled window": Case(
+        [from_start], 45,
+        [Never(P, end=26), At(27.5, P, (straggler(from_start, 3, 27.5),)),
+         At(32.5, P, (straggler(from_start, 3, 32.5),)), Never(T)]),
+    "a persistent straggler whose rank is lost stops firing at once": Case(
+        [lost], 60,
+        [At(42.5, P, (straggler(lost, 3, 42.5),)), Never(P, start=45.5, every=0.5), Never(T)]),
     "a restart with a 3-minute gap, counter resets and new instances fires no straggler": Case(
         [Job(job_id=JOB, faults=(Restart(at=40 * MIN, gap=3 * MIN),))], 80,
         [Never(P), Never(T)]),

@@ -1,0 +1,236 @@
+"""The scale benchmark's parts that can be checked without timing anything: the streamed
+OpenMetrics (promtool reads it, counters never fall, buckets are cumulative), the naive
+suite (the document's rules plus the group_left fix, which evaluates), and the order in
+which recorded series are backfilled. Performance itself is measured by `make bench`,
+never asserted here."""
+from __future__ import annotations
+
+import io
+import math
+import os
+import re
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks import naive, scale, stream
+from obsgen import promtool
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = "distributed-training-observability.txt"
+SEED_DIRS = [ROOT.parent / "shared" / "seeds", ROOT.parent.parent / "shared" / "seeds"]
+_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+) (\d+)$')
+
+
+def _tiny(**kw) -> stream.Bench:
+    return stream.Bench(16, pp=2, microbatches=8, **kw)
+
+
+def _parse(text: str) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """{(name, labels): [(ts, value)]} in file order; asserts families are contiguous."""
+    series: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    order: list[str] = []
+    lines = text.splitlines()
+    assert lines[-1] == "# EOF"
+    for line in lines[:-1]:
+        m = _LINE.match(line)
+        assert m, line
+        name, labels, value, ts = m.groups()
+        if not order or order[-1] != name:
+            assert name not in order, f"family {name} is not contiguous"
+            order.append(name)
+        series.setdefault((name, labels), []).append((int(ts), float(value)))
+    return series
+
+
+@pytest.fixture(scope="module")
+def tiny_text() -> str:
+    fh = io.StringIO()
+    stream.write(_tiny(), fh)
+    return fh.getvalue()
+
+
+def test_points_are_in_time_order_on_the_scrape_grid(tiny_text):
+    for key, points in _parse(tiny_text).items():
+        ts = [t for t, _ in points]
+        assert ts == sorted(set(ts)), key
+        assert all(b - a == stream.SCRAPE for a, b in zip(ts, ts[1:])), key
+
+
+def test_counters_never_decrease_and_buckets_are_cumulative(tiny_text):
+    series = _parse(tiny_text)
+    for (name, labels), points in series.items():
+        if name.endswith(("_total", "_count", "_sum", "_bucket")):
+            values = [v for _, v in points]
+            assert values == sorted(values), (name, labels)
+    # per histogram series and time: buckets grow with le and end at _count
+    hist = defaultdict(dict)
+    for (name, labels), points in series.items():
+        if name.endswith("_bucket"):
+            le = re.search(r'le="([^"]+)"', labels).group(1)
+            base = (name[:-len("_bucket")], re.sub(r',le="[^"]+"', "", labels))
+            hist[base][math.inf if le == "+Inf" else float(le)] = dict(points)
+    assert hist
+    for (name, labels), buckets in hist.items():
+        count = dict(series[(name + "_count", labels)])
+        for t, total in count.items():
+            cumulative = [buckets[le][t] for le in sorted(buckets) if t in buckets[le]]
+            assert cumulative == sorted(cumulative), (name, labels, t)
+            if cumulative:
+                assert cumulative[-1] == total, (name, labels, t)
+
+
+def test_series_per_rank_are_what_bench_series_says(tiny_text):
+    b = _tiny()
+    per_family = defaultdict(int)
+    for name, _ in _parse(tiny_text):
+        per_family[name] += 1
+    for family, per_rank in b.series().items():
+        assert per_family[family] == per_rank * b.ranks, family
+
+
+def test_unread_series_carry_only_the_short_history():
+    b = _tiny()
+    fh = io.StringIO()
+    stream.write(b, fh, read=frozenset({"train_step_seconds_sum"}))
+    series = _parse(fh.getvalue())
+    lengths = {name: len(points) for (name, _), points in series.items()}
+    assert lengths["train_step_seconds_sum"] == b.rank_history // stream.SCRAPE + 1
+    assert lengths["train_compute_seconds_bucket"] == b.unread_history // stream.SCRAPE + 1
+    assert lengths["train_grad_norm"] == b.job_history // stream.SCRAPE + 1
+
+
+def test_shards_are_whole_hosts_and_cover_every_rank():
+    b = stream.Bench(64, pp=4)
+    parts = stream.shards(b, 20)
+    assert [len(r) for r in parts] == [16, 16, 16, 16]
+    assert [r for p in parts for r in p] == list(range(64))
+
+
+@pytest.mark.promtool
+def test_promtool_backfills_the_openmetrics(tiny_text, tmp_path):
+    src = tmp_path / "tiny.om"
+    src.write_text(tiny_text)
+    res = subprocess.run([promtool.find(), "tsdb", "create-blocks-from", "openmetrics",
+                          str(src), str(tmp_path / "data")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    # every series has a point at the end, so the last block holds all of them
+    per_block = [int(line.split()[-2]) for line in res.stdout.splitlines()[1:] if line.strip()]
+    assert max(per_block) == len(_parse(tiny_text))
+
+
+# the naive suite ----------------------------------------------------------------------------
+def _seed() -> Path | None:
+    for d in SEED_DIRS:
+        if (d / SEED).exists():
+            return d / SEED
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{SEED} not found in {SEED_DIRS}: CI needs ../shared")
+    pytest.skip(f"{SEED} not found beside the repository")
+
+
+def test_the_naive_rules_are_the_documents_section_12_verbatim():
+    text = _seed().read_text()
+    section = text[text.index("12. Distributed Training Alert Suite"):text.index("13. Parallelism")]
+    assert naive.DOCUMENT in section
+
+
+def test_the_naive_suite_changes_the_document_only_by_group_left():
+    fixed = naive.fixed_text()
+    assert fixed != naive.DOCUMENT
+    assert fixed.replace("group_left ", "", 1) == naive.DOCUMENT
+    doc = naive.rules_file()
+    assert [r["alert"] for g in doc["groups"] for r in g["rules"]] == list(naive.FAMILY)
+    assert [g["name"] for g in doc["groups"]] == [f"naive-{f}" for f in naive.FAMILY.values()]
+
+
+@pytest.mark.promtool
+def test_the_fixed_straggler_rule_evaluates_where_the_documents_fails(tmp_path):
+    rules = tmp_path / "naive.yaml"
+    rules.write_text(naive.dump())
+    check = subprocess.run([promtool.find(), "check", "rules", str(rules)],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    bucket = 'train_step_seconds_bucket{job_id="a",rank="%d",le="+Inf"}'
+    series = [{"series": bucket % r, "values": "0+20x120"} for r in (0, 1)]
+    doc_expr = yaml.safe_load(naive.DOCUMENT)[0]["expr"]
+    fixed_expr = yaml.safe_load(naive.fixed_text())[0]["expr"]
+    for expr, ok in ((doc_expr, False), (fixed_expr, True)):
+        test = tmp_path / "t.yaml"
+        test.write_text(yaml.safe_dump({"rule_files": [], "evaluation_interval": "30s", "tests": [{
+            "interval": "30s", "input_series": series,
+            "promql_expr_test": [{"expr": expr, "eval_time": "50m", "exp_samples": [
+                {"labels": '{job_id="a",rank="%d"}' % r, "value": 7} for r in (0, 1)]}]}]}))
+        res = subprocess.run([promtool.find(), "test", "rules", str(test)],
+                             capture_output=True, text=True, cwd=tmp_path)
+        out = res.stdout + res.stderr
+        assert (res.returncode == 0) == ok, out
+        assert ("many-to-one matching must be explicit" in out) == (not ok), out
+
+
+# the harness --------------------------------------------------------------------------------
+def test_recorded_series_are_backfilled_after_the_series_they_read():
+    rules = scale.obsgen_rules(scale.default_config())
+    lv = scale.levels(rules)
+    level_of = {r.name: i for i, rules_ in enumerate(lv) for r in rules_}
+    assert set(level_of) == {r.name for r in rules if r.kind == "record"}
+    for rule in (r for r in rules if r.kind == "record"):
+        for dep in scale.identifiers(rule.expr) & set(level_of) - {rule.name}:
+            assert level_of[dep] < level_of[rule.name], (rule.name, dep)
+    assert len(lv) >= 4  # mean -> median -> ratio -> flag -> transient count
+
+
+def test_every_series_a_measured_query_reads_is_generated():
+    cfg = scale.default_config()
+    exprs = [r.expr for r in scale.obsgen_rules(cfg) + scale.naive_rules()]
+    exprs += [scale.panel_expr(q, "bench") for q in scale.panels(cfg)]
+    read = scale.read_families(exprs)
+    recorded = {r.name for r in scale.obsgen_rules(cfg) if r.kind == "record"}
+    written = set(_tiny().series()) | {"train_grad_norm", "train_loss", "ALERTS",
+                                       *stream.NAIVE_JOB_SERIES}
+    from obsgen.contract import METRICS
+    contract = set(METRICS) | {m + s for m in METRICS for s in ("_bucket", "_sum", "_count")}
+    missing = {n for n in read & contract if n not in written} - recorded
+    # the job is dense (TP x PP x DP): no experts; FSDP and EP panels read collectives
+    # of groups it does not run, which is a label value, not a series name. It never
+    # restarted, so rank 0 exports no recovery time or checkpoint age at failure.
+    assert missing == {"moe_expert_tokens_total", "job_recovery_seconds",
+                       "job_checkpoint_age_at_failure_seconds"}
+
+
+def test_a_rank_publishes_what_obsgen_plan_counts_for_the_same_shape():
+    from obsgen import plan
+    from obsgen.contract import METRICS
+    for b in (_tiny(), stream.Bench(256), stream.Bench(64, pp=1, tp=1)):
+        lines = plan.plan(b.shape)
+        # rank 0 exports these after a restart only; the benchmark job never restarted
+        after_restart = {"job_recovery_seconds", "job_checkpoint_age_at_failure_seconds"}
+        per_rank = {l.name: l.per_unit for l in lines if l.scope in ("rank", "gpu")
+                    and l.type != "recorded" and l.per_unit and l.name not in after_restart}
+        # kube-state-metrics' pod series are per pod (one per rank here), not per host
+        per_host = {l.name: l.per_unit for l in lines if l.scope == "host" and l.per_unit
+                    and l.type != "recorded"
+                    and not l.name.startswith("kube_")}
+        mine = b.series()
+        for name, per in per_rank.items():
+            ours = sum(v for k, v in mine.items()
+                       if k == name or k in (name + "_bucket", name + "_sum", name + "_count"))
+            labels = METRICS[name].labels
+            if "group" in labels and "op" not in labels:
+                # plan fans every group-labelled metric out by (op, group) pairs; one
+                # labelled by group alone has a series per group (dp, tp, pp)
+                assert ours == len(b.groups), (b.shape, name)
+                continue
+            assert ours == per, (b.shape, name)
+        for name, per in per_host.items():
+            ours = b.ranks_per_node * sum(
+                v for k, v in mine.items()
+                if k == name or k in (name + "_bucket", name + "_sum", name + "_count"))
+            labels = METRICS[name].labels
+            if "group" in labels and "op" not in labels:  # as above
+                assert ours == len(b.groups), (b.shape, name)
+                continue
+            assert ours == per, (b.shape, name)
