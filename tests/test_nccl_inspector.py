@@ -68,6 +68,13 @@ BAD = {
     "negative bandwidth": (line(coll_busbw_gbs=-1.0), "coll_busbw_gbs must be a number or"),
     "missing coll_sn": (line(coll_sn=DROP), "coll_perf.coll_sn must be an integer >= 0"),
     "invalid UTF-8": (b"{\"header\": \"\xff\"}", "not JSON"),
+    # valid JSON that float() and math.isfinite() raise OverflowError on, not Malformed
+    "an integer exec time beyond the float range": (
+        line(coll_exec_time_us=10**400), "coll_exec_time_us must be a finite number >= 0, got an integer of"),
+    "an integer bandwidth beyond the float range": (
+        line(coll_busbw_gbs=10**400), "coll_busbw_gbs must be a number or"),
+    # the C scanner recurses: RecursionError, not ValueError
+    "arrays nested deeper than the recursion limit": ("[" * 100_000, "not JSON: nested too deeply"),
 }
 
 

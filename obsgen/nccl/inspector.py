@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import NamedTuple
 
 # Timing sources whose duration is a kernel time (starts when the rank's GPU reaches the
@@ -34,32 +35,49 @@ class Record(NamedTuple):
     busbw: float | None  # GB/s, None when absent or NaN
 
 
+_MAX_FLOAT = int(sys.float_info.max)
+
+
+def _short(v) -> str:
+    """repr of a value for a message, cut: a line may hold a megabyte of digits."""
+    r = repr(v) if type(v) is not int or v.bit_length() < 128 else "an integer of %d bits" % v.bit_length()
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
 def _int(obj: dict, key: str, where: str, minimum: int = 0) -> int:
     v = obj.get(key)
     if type(v) is not int or v < minimum:  # bool is not an int here
-        raise Malformed(f"{where}.{key} must be an integer >= {minimum}, got {v!r}")
+        raise Malformed(f"{where}.{key} must be an integer >= {minimum}, got {_short(v)}")
     return v
+
+
+def _finite(v) -> bool:
+    """A JSON number that is a finite float: an integer beyond the float range is not
+    (``math.isfinite`` and ``float()`` raise OverflowError on it)."""
+    if type(v) is int:
+        return -_MAX_FLOAT <= v <= _MAX_FLOAT
+    return type(v) is float and math.isfinite(v)
 
 
 def _num(obj: dict, key: str, where: str) -> float:
     v = obj.get(key)
-    if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
-        raise Malformed(f"{where}.{key} must be a finite number >= 0, got {v!r}")
+    if not _finite(v) or v < 0:
+        raise Malformed(f"{where}.{key} must be a finite number >= 0, got {_short(v)}")
     return float(v)
 
 
 def _str(obj: dict, key: str, where: str) -> str:
     v = obj.get(key)
     if type(v) is not str or not v:
-        raise Malformed(f"{where}.{key} must be a non-empty string, got {v!r}")
+        raise Malformed(f"{where}.{key} must be a non-empty string, got {_short(v)}")
     return v
 
 
 def _bandwidth(v) -> float | None:
     if v is None or v == "nan":
         return None
-    if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
-        raise Malformed(f"coll_perf.coll_busbw_gbs must be a number or \"nan\", got {v!r}")
+    if not _finite(v) or v < 0:
+        raise Malformed(f"coll_perf.coll_busbw_gbs must be a number or \"nan\", got {_short(v)}")
     return float(v)
 
 
@@ -78,6 +96,8 @@ def parse(line: bytes | str) -> Record:
         raise Malformed("not JSON") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise Malformed(f"not JSON: {exc}") from None
+    except RecursionError:  # nested deeper than the interpreter's recursion limit
+        raise Malformed("not JSON: nested too deeply") from None
     if end != len(text) and text[end:].strip():
         raise Malformed(f"not JSON: extra data at column {end + 1}")
     try:
@@ -92,10 +112,10 @@ def parse(line: bytes | str) -> Record:
             and type(sn) is int and type(size) is int and 0 <= rank < n and nnodes >= 1
             and pid >= 0 and sn >= 0 and size >= 0 and type(comm) is str and comm
             and type(host) is str and host and type(op) is str and op
-            and (type(ex) is int or type(ex) is float) and 0 <= ex < _INF
+            and ((type(ex) is float and 0 <= ex < _INF) or (type(ex) is int and 0 <= ex <= _MAX_FLOAT))
             and (timing is None or type(timing) is str)
             and (bw is None or (type(bw) is float and 0 <= bw < _INF) or bw == "nan"
-                 or (type(bw) is int and bw >= 0))):
+                 or (type(bw) is int and 0 <= bw <= _MAX_FLOAT))):
         return Record(comm, rank, n, nnodes, host, pid, op, sn, size, float(ex), timing,
                       None if bw is None or bw == "nan" else float(bw))
     return _parse_checked(doc)
@@ -114,7 +134,7 @@ def _parse_checked(doc) -> Record:
     comm = _str(header, "id", "header")
     timing = perf.get("coll_timing_source")
     if timing is not None and type(timing) is not str:
-        raise Malformed(f"coll_perf.coll_timing_source must be a string, got {timing!r}")
+        raise Malformed(f"coll_perf.coll_timing_source must be a string, got {_short(timing)}")
     return Record(
         comm, rank, n_ranks, _int(header, "nnodes", "header", 1),
         _str(meta, "hostname", "metadata"), _int(meta, "pid", "metadata"),
