@@ -231,6 +231,25 @@ def test_membership_decides_a_group_once_one_name_fits_every_process_seen():
     assert res.group("0xb", "h1", 101, 1, 2, 1) == "tp"  # rank 1 at comm rank 1: only tp [0, 1]
 
 
+def test_the_node_count_tells_a_group_within_a_host_from_one_across_hosts_at_once():
+    # 4 ranks on 2 hosts: tp [0,1] [2,3] within a host, dp [0,2] [1,3] across them. Rank 0
+    # is comm rank 0 of both, but only tp has one host, as the communicator's nnodes says.
+    def pm(r):
+        return groups.ProcessMap(f"node{r // 2}", 100 + r, r, 4, None, (
+            ("tp", (r - r % 2, r - r % 2 + 1), None), ("dp", (r % 2, r % 2 + 2), None)))
+    res = groups.Resolver()
+    for r in range(4):
+        res.add_map(pm(r))
+    assert res.group("0xa", "node0", 100, 0, 2, 1) == "tp"
+    assert res.group("0xb", "node0", 100, 0, 2, 2) == "dp"
+    # without the maps of every member the hosts are not known: nothing decided yet
+    res = groups.Resolver()
+    res.add_map(pm(0))
+    assert res.group("0xa", "node0", 100, 0, 2, 1) == "unknown"
+    res.add_map(pm(1))  # tp's members known, dp's not: still no tie-break
+    assert res.group("0xa", "node0", 100, 0, 2, 1) == "unknown"
+
+
 def test_without_map_or_rule_a_group_stays_unknown_and_a_world_comm_gives_the_rank():
     res = groups.Resolver(world_size=8)
     assert res.group("0xa", "h", 1, 3, 4, 1) == groups.UNKNOWN
