@@ -86,7 +86,8 @@ class Writer(threading.Thread):
 
     def stop(self) -> Truth:
         self._halt.set()
-        self.join(10)
+        if self.is_alive():
+            self.join(10)
         assert self.error is None, repr(self.error)
         return self.truth
 
@@ -116,31 +117,31 @@ def sidecar(stack, procs, tmp_path_factory):
     with open(job.path(dump, job.procs[0]), "a") as fh:
         fh.write('{"header":{"id":"0x7f8c496ae9f600","rank":0\n')  # one malformed line
     writer.start()
-    port = harness.free_port()
-    env = {k: v for k, v in os.environ.items()  # job id from the group maps, node from the records
-           if k not in ("OBSGEN_JOB_ID", "SLURM_JOB_ID", "NODE_NAME", "NCCL_INSPECTOR_DUMP_DIR")}
-    procs.start("nccl-exporter", [
-        str(OBSGEN if OBSGEN.exists() else shutil.which("obsgen")), "nccl-exporter",
-        "--dump-dir", str(dump), "--address", "127.0.0.1", "--port", str(port),
-        *harness.nccl_exporter_flags(stack.speed)], env=env)
-    harness.wait_until("the exporter serving its records", lambda: b"obsgen_nccl_records_total{" in
-                       harness.get(f"http://127.0.0.1:{port}/metrics", timeout=2), 30,
-                       on_fail=lambda: procs.log("nccl-exporter"))
-    (stack.nccl_sd / "nccl-exporter.json").write_text(json.dumps(
-        [{"targets": [f"127.0.0.1:{port}"]}]))
-    harness.wait_until("the exporter scraped", lambda: stack.prom.query(
-        f'up{{job="{harness.NCCL_SCRAPE_JOB}"}} == 1'), 30)
-    up = time.time()
-    writer.onset_at = up + ONSET
-    harness.wait_until(f"{LA} for rank {LATE} in both its groups", lambda: {
-        (LA, LATE, g) for g in OPS} <= firing(stack, time.time() - up), ONSET + 45,
-        on_fail=lambda: f"ratios:\n{ratios(stack)}\n{procs.log('nccl-exporter')}")
-    # both alerts share a notification group (alert, job): the second one follows at the
-    # next group_interval
-    harness.wait_until("Alertmanager's notifications", lambda: {g for g in OPS} <= {
-        labels.get("group") for _, _, labels in stack.webhook.received()
-        if labels.get("job_id") == JOB}, 30)
     try:
+        port = harness.free_port()
+        env = {k: v for k, v in os.environ.items()  # job id from the maps, node from the records
+               if k not in ("OBSGEN_JOB_ID", "SLURM_JOB_ID", "NODE_NAME", "NCCL_INSPECTOR_DUMP_DIR")}
+        procs.start("nccl-exporter", [
+            str(OBSGEN if OBSGEN.exists() else shutil.which("obsgen")), "nccl-exporter",
+            "--dump-dir", str(dump), "--address", "127.0.0.1", "--port", str(port),
+            *harness.nccl_exporter_flags(stack.speed)], env=env)
+        harness.wait_until("the exporter serving its records", lambda: b"obsgen_nccl_records_total{"
+                           in harness.get(f"http://127.0.0.1:{port}/metrics", timeout=2), 30,
+                           on_fail=lambda: procs.log("nccl-exporter"))
+        (stack.nccl_sd / "nccl-exporter.json").write_text(json.dumps(
+            [{"targets": [f"127.0.0.1:{port}"]}]))
+        harness.wait_until("the exporter scraped", lambda: stack.prom.query(
+            f'up{{job="{harness.NCCL_SCRAPE_JOB}"}} == 1'), 30)
+        up = time.time()
+        writer.onset_at = up + ONSET
+        harness.wait_until(f"{LA} for rank {LATE} in both its groups", lambda: {
+            (LA, LATE, g) for g in OPS} <= firing(stack, time.time() - up), ONSET + 45,
+            on_fail=lambda: f"ratios:\n{ratios(stack)}\n{procs.log('nccl-exporter')}")
+        # both alerts share a notification group (alert, job): the second one follows at the
+        # next group_interval
+        harness.wait_until("Alertmanager's notifications", lambda: set(OPS) <= {
+            labels.get("group") for _, _, labels in stack.webhook.received()
+            if labels.get("job_id") == JOB}, 30)
         yield {"writer": writer, "up": up, "port": port}
     finally:
         writer.stop()
