@@ -51,6 +51,7 @@ class InspectorJob:
     ranks: int = 8
     per_node: int = 4
     tp: int = 4  # consecutive ranks form a TP group; rank r and r+tp, ... form DP groups
+    inner: str = "tp"  # the name of the groups of consecutive ranks (e.g. ep for MoE experts)
     job_id: str = "llm-pretrain-a"
     late: dict = field(default_factory=dict)  # global rank -> extra microseconds before arriving
     noise_us: float = 200.0  # per-collective arrival noise (uniform 0..noise)
@@ -70,7 +71,7 @@ class InspectorJob:
         self.comms: list[Comm] = []
         for start in range(0, self.ranks, self.tp):
             rs = tuple(range(start, start + self.tp))
-            self.comms.append(Comm(f"0x{0x7f8c496ae9f600 + start:x}", "tp", rs, nodes(rs)))
+            self.comms.append(Comm(f"0x{0x7f8c496ae9f600 + start:x}", self.inner, rs, nodes(rs)))
         for first in range(self.tp):
             rs = tuple(range(first, self.ranks, self.tp))
             if len(rs) > 1:
@@ -90,15 +91,18 @@ class InspectorJob:
                             job_id=self.job_id, hostname=p.hostname, pid=p.pid)
 
     def run(self, dump_dir: Path, steps: int, op: str = "AllReduce", start_step: int = 0,
-            truth: Truth | None = None, write: bool = True) -> Truth:
-        """Write ``steps`` collectives on every communicator (appending to the files)."""
+            truth: Truth | None = None, write: bool = True, ops: dict | None = None) -> Truth:
+        """Write ``steps`` collectives on every communicator (appending to the files): ``op``,
+        or ``ops[group]`` for the groups ``ops`` names."""
         rng = random.Random(self.seed * 1000003 + start_step)
+        default_op = op
         truth = truth or Truth()
         lines: dict[Path, list[str]] = {}
         t0 = 1_752_867_229_000_000 + start_step * 250_000
         for step in range(start_step, start_step + steps):
             base = t0 + (step - start_step) * 250_000
             for c in self.comms:
+                op = (ops or {}).get(c.group, default_op)
                 arrive = {r: base + rng.uniform(0, self.noise_us) + self.late.get(r, 0.0)
                           for r in c.ranks}
                 done = max(arrive.values()) + self.service_us
@@ -118,7 +122,10 @@ class InspectorJob:
                         perf["coll_timing_source"] = self.timing
                     algbw = self.size / 1e9 / (exec_us / 1e6)
                     perf["coll_algobw_gbs"] = round(algbw, 6)
-                    perf["coll_busbw_gbs"] = round(algbw * 2 * (len(c.ranks) - 1) / len(c.ranks), 6)
+                    n = len(c.ranks)  # nccl-tests' bus bandwidth (PERFORMANCE.md)
+                    factor = {"AllReduce": 2 * (n - 1) / n, "AllGather": (n - 1) / n,
+                              "ReduceScatter": (n - 1) / n}.get(op, 1.0)
+                    perf["coll_busbw_gbs"] = round(algbw * factor, 6)
                     if self.verbose:
                         perf["event_trace_sn"] = {"coll_start_sn": 1, "coll_stop_sn": 2,
                                                   "kernel_events": [{"channel_id": 0, "kernel_start_sn": 3,

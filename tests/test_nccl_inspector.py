@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from obsgen.nccl import groups
-from obsgen.nccl.inspector import Malformed, bus_bytes, dumps, parse
+from obsgen.nccl.inspector import Malformed, bus_bytes, dumps, parse, parse_json
 
 HEADER = {"id": "0x7f8c496ae9f661", "rank": 2, "n_ranks": 8, "nnodes": 1}
 META = {"inspector_output_format_version": "v4.0", "git_rev": "", "rec_mechanism":
@@ -68,6 +72,13 @@ BAD = {
     "negative bandwidth": (line(coll_busbw_gbs=-1.0), "coll_busbw_gbs must be a number or"),
     "missing coll_sn": (line(coll_sn=DROP), "coll_perf.coll_sn must be an integer >= 0"),
     "invalid UTF-8": (b"{\"header\": \"\xff\"}", "not JSON"),
+    # valid JSON that float() and math.isfinite() raise OverflowError on, not Malformed
+    "an integer exec time beyond the float range": (
+        line(coll_exec_time_us=10**400), "coll_exec_time_us must be a finite number >= 0, got an integer of"),
+    "an integer bandwidth beyond the float range": (
+        line(coll_busbw_gbs=10**400), "coll_busbw_gbs must be a number or"),
+    # the C scanner recurses: RecursionError, not ValueError
+    "arrays nested deeper than the recursion limit": ("[" * 100_000, "not JSON: nested too deeply"),
 }
 
 
@@ -76,6 +87,80 @@ def test_malformed_lines_are_refused_with_the_reason(case):
     text, reason = BAD[case]
     with pytest.raises(Malformed, match=reason.replace("(", r"\(")):
         parse(text)
+
+
+# parse (orjson, then the standard library for what it refuses) == parse_json --------------
+VERBOSE = line(event_trace_sn={"coll_start_sn": 1, "coll_stop_sn": 2, "kernel_events": []},
+               event_trace_ts={"coll_start_ts": 1752867229235059, "kernel_events": [
+                   {"channel_id": 0, "kernel_start_ts": 1, "kernel_stop_ts": 2}]})
+BASES = [line(), VERBOSE, line(coll_timing_source=DROP, coll_busbw_gbs="nan", coll_algobw_gbs="nan"),
+         line(coll_exec_time_us=61974.25, coll_busbw_gbs=485)]
+# values where JSON decoders are known to differ, or that sit on a check's edge
+ODD_VALUES = ["18446744073709551616", "18446744073709551615", "9223372036854775808",
+              "-9223372036854775809", "1" * 310, "1e400", "-1e400", "1e-400", "NaN", "Infinity",
+              "-0", "-0.0", "0.1", "1.7976931348623157e308", "2.2250738585072014e-308",
+              "17179869184.000000001", '"nan"', '"NaN"', '""', '"x"', "true", "false", "null",
+              "[]", "{}", '"\\ud800"', '"a\\u0000b"', '"gpu\\u002dnode"', '"\\u00e9"', "1.5E3",
+              "01", "1.", ".5", "+1", "0x10", '"\x7f"', '"\t"']
+CHARS = '{}[]:,"\\ -+.0123456789eEnatrufl\x00\x1f\x7f\t\r\n\ufeff\u00e9\ud800'
+NUMBER = st.from_regex(r"-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,25})?([eE][-+]?[0-9]{1,3})?", fullmatch=True)
+VALUE = re.compile(r'(?<=":)(?:"[^"]*"|[^,}\]{\[][^,}\]]*)')  # a scalar after a key
+
+
+@st.composite
+def mutated_lines(draw):
+    text = draw(st.sampled_from(BASES))
+    for _ in range(draw(st.integers(1, 3))):
+        how = draw(st.sampled_from(["value"] * 4 + ["number"] * 3 + ["insert", "delete", "replace"]))
+        if how in ("value", "number"):
+            spans = [m.span() for m in VALUE.finditer(text)]
+            if spans:
+                a, b = draw(st.sampled_from(spans))
+                new = draw(st.sampled_from(ODD_VALUES) if how == "value" else NUMBER)
+                text = text[:a] + new + text[b:]
+            continue
+        i = draw(st.integers(0, len(text)))
+        if how == "delete":
+            text = text[:i] + text[i + draw(st.integers(1, 8)):]
+        else:
+            c = draw(st.sampled_from(CHARS))
+            text = text[:i] + c + text[i + (how == "replace"):]
+    return text.encode("utf-8", "surrogatepass") if draw(st.booleans()) else text
+
+
+def outcome(fn, text):
+    try:
+        return repr(fn(text))  # repr: -0.0 and 0.0 differ, as do 1 and 1.0
+    except Malformed as exc:
+        return f"Malformed: {exc}"
+
+
+@settings(max_examples=5000 if os.environ.get("OBSGEN_FUZZ") == "1" else 1000, deadline=None,
+          derandomize=os.environ.get("OBSGEN_FUZZ") != "1", database=None)
+@given(mutated_lines())
+def test_parse_answers_as_the_standard_library_decoder_on_mutated_lines(text):
+    assert outcome(parse, text) == outcome(parse_json, text)
+
+
+EDGES = {
+    "leading whitespace (orjson skips it, the record scanner does not)": " " + line(),
+    "a duplicate key: the last one counts": line().replace('"rank":2', '"rank":9,"rank":2'),
+    "a duplicate key naming a bad value last": line().replace('"rank":2', '"rank":2,"rank":-1'),
+    "a size beyond 64 bits (orjson: a float)": line(coll_msg_size_bytes=2**64),
+    "a size at the top of 64 bits": line(coll_msg_size_bytes=2**64 - 1),
+    "a lone surrogate escaped in the hostname": line().replace("gpu-node-000", "gpu\\ud800"),
+    "an escaped hostname": line().replace("gpu-node-000", "gpu\\u002dnode"),
+    "NaN where nothing reads it": line().replace("277.210914", "NaN"),
+    "a trailing carriage return": line() + "\r",
+    "a byte order mark": "\ufeff" + line(),
+    "a record as bytes": line().encode(),
+    "a verbose record": VERBOSE,
+}
+
+
+@pytest.mark.parametrize("case", EDGES, ids=list(EDGES))
+def test_parse_answers_as_the_standard_library_decoder_on_edges(case):
+    assert outcome(parse, EDGES[case]) == outcome(parse_json, EDGES[case])
 
 
 @pytest.mark.parametrize("op,n,expected", [("AllReduce", 8, 2 * 7 / 8), ("AllGather", 8, 7),
@@ -144,6 +229,25 @@ def test_membership_decides_a_group_once_one_name_fits_every_process_seen():
     assert res.group("0xa", "h2", 102, 1, 2, 1) == "dp"  # rank 2 is comm rank 1: dp [0, 2]
     assert res.group("0xa", "h0", 100, 0, 2, 1) == "dp"  # decided for good
     assert res.group("0xb", "h1", 101, 1, 2, 1) == "tp"  # rank 1 at comm rank 1: only tp [0, 1]
+
+
+def test_the_node_count_tells_a_group_within_a_host_from_one_across_hosts_at_once():
+    # 4 ranks on 2 hosts: tp [0,1] [2,3] within a host, dp [0,2] [1,3] across them. Rank 0
+    # is comm rank 0 of both, but only tp has one host, as the communicator's nnodes says.
+    def pm(r):
+        return groups.ProcessMap(f"node{r // 2}", 100 + r, r, 4, None, (
+            ("tp", (r - r % 2, r - r % 2 + 1), None), ("dp", (r % 2, r % 2 + 2), None)))
+    res = groups.Resolver()
+    for r in range(4):
+        res.add_map(pm(r))
+    assert res.group("0xa", "node0", 100, 0, 2, 1) == "tp"
+    assert res.group("0xb", "node0", 100, 0, 2, 2) == "dp"
+    # without the maps of every member the hosts are not known: nothing decided yet
+    res = groups.Resolver()
+    res.add_map(pm(0))
+    assert res.group("0xa", "node0", 100, 0, 2, 1) == "unknown"
+    res.add_map(pm(1))  # tp's members known, dp's not: still no tie-break
+    assert res.group("0xa", "node0", 100, 0, 2, 1) == "unknown"
 
 
 def test_without_map_or_rule_a_group_stays_unknown_and_a_world_comm_gives_the_rank():

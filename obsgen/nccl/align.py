@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from .inspector import KERNEL_TIMING, SYMMETRIC, Record
 
 
-@dataclass(frozen=True)
-class Aligned:
+class Aligned(NamedTuple):  # a tuple: one is made per aligned collective
     comm: str
     op: str
     group: str
@@ -79,29 +77,30 @@ class Aligner:
         this record completes it. Groups of collectives evicted to stay within
         ``max_records`` go to ``expired``."""
         now = self.now
-        m = self.members.get(rec.comm)
-        if m is None or m.n != rec.n_ranks:
-            m = self.members[rec.comm] = _Members(rec.n_ranks, now)
+        comm, comm_rank, n, _, _, _, op, sn, _, exec_us, _, _ = rec  # unpacked once
+        m = self.members.get(comm)
+        if m is None or m.n != n:
+            m = self.members[comm] = _Members(n, now)
         m.last_seen = now
         if not m.complete:
-            m.seen.add(rec.comm_rank)
+            m.seen.add(comm_rank)
             if len(m.seen) == m.n:
                 m.complete = True
             elif now - m.first_seen >= self.timeout:
                 return None  # a rank's file was not visible for a timeout: not joinable here
-        key = (rec.comm, rec.op, rec.sn)
+        key = (comm, op, sn)
         p = self.pending.get(key)
         if p is None:
-            p = self.pending[key] = _Pending(now, rec.n_ranks, group)
-        elif rec.comm_rank in p.execs:
+            p = self.pending[key] = _Pending(now, n, group)
+        elif comm_rank in p.execs:
             return None  # the same rank's record twice: keep the first
         p.group = group
-        p.execs[rec.comm_rank] = (rec.exec_us, rank)
+        p.execs[comm_rank] = (exec_us, rank)
         self.held += 1
         if len(p.execs) == p.n:
             del self.pending[key]
             self.held -= p.n
-            return self._result(rec.comm, rec.op, p)
+            return self._result(comm, op, p)
         while self.held > self.max_records and self.pending:
             _, old = self.pending.popitem(last=False)
             self.held -= len(old.execs)

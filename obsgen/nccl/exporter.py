@@ -205,22 +205,22 @@ class Exporter:
             self.store.parse_errors += 1
             return
         self._job_fixed = True
-        key = (rec.hostname, rec.pid, rec.comm)
+        comm, _, n_ranks, _, host, pid, op, sn, size, exec_us, timing, busbw = rec  # once
+        key = (host, pid, comm)
         s = self._streams.get(key)
         if s is None or s.version != self.resolver.version:
             s = self._stream(rec, key)
-        o = s.ops.get(rec.op)
+        o = s.ops.get(op)
         if o is None:
-            o = s.ops[rec.op] = _Op(self.store.series(s.rank, rec.op, s.group),
-                                    bus_bytes(rec.op, 1, rec.n_ranks),
-                                    self._saved_sn.pop((*key, rec.op), None))
-        gap = 0
-        if o.last_sn is None or rec.sn > o.last_sn:
-            if o.last_sn is not None:
-                gap = rec.sn - o.last_sn - 1
-            o.last_sn = rec.sn
-        self.store.record(o.series, rec.exec_us, rec.size, rec.size * o.bus_factor, rec.busbw, gap)
-        if rec.n_ranks > 1 and rec.op in SYMMETRIC and rec.timing in KERNEL_TIMING:
+            o = s.ops[op] = _Op(self.store.series(s.rank, op, s.group), bus_bytes(op, 1, n_ranks),
+                                self._saved_sn.pop((*key, op), None))
+        gap, last = 0, o.last_sn
+        if last is None or sn > last:
+            if last is not None:
+                gap = sn - last - 1
+            o.last_sn = sn
+        self.store.record(o.series, exec_us, size, size * o.bus_factor, busbw, gap)
+        if n_ranks > 1 and op in SYMMETRIC and timing in KERNEL_TIMING:
             done = self.aligner.add(rec, s.rank, s.group, expired)
             if done is not None:
                 self.store.aligned(done.op, done.group, done.ranks, done.last, done.skew_s,

@@ -36,8 +36,11 @@ Naming a communicator (``Resolver``)
 2. Membership: for every process seen in the communicator, the declared groups with
    ``n_ranks`` members whose member at the process's comm rank is the process's global
    rank. When exactly one group name fits every process seen so far, that is the group
-   (fixed from then on); while two names fit (e.g. dp and tp of equal size, seen only
-   from rank 0 of both) it is not decided yet.
+   (fixed from then on). When two names fit (e.g. dp and tp of equal size, seen only
+   from rank 0 of both), the communicator's ``nnodes`` decides if exactly one of them
+   spans that many hosts (counted from the hostnames in the group maps of all its
+   members): TP within a node and DP across nodes are told apart from rank 0's first
+   record. Otherwise it is not decided yet.
 3. ``--group-rule NAME:n_ranks=N[,nnodes=M]``: the first rule whose conditions all hold.
 4. ``unknown``.
 
@@ -204,10 +207,12 @@ class Resolver:
         self._by_comm_id: dict[str, str] = {}
         self._comms: dict[str, _Comm] = {}
         self._learned_rank: dict[tuple[str, int], int] = {}
+        self._host_of_rank: dict[int, str] = {}  # global rank -> hostname, from the maps
         self.version = 0  # changes whenever a label returned earlier may have changed
 
     def add_map(self, pm: ProcessMap) -> None:
         self.maps[(pm.hostname, pm.pid)] = pm
+        self._host_of_rank[pm.rank] = pm.hostname
         for name, _, comm_id in pm.groups:
             if comm_id:
                 self._by_comm_id[comm_id] = name
@@ -231,15 +236,29 @@ class Resolver:
             self.version += 1
         return UNKNOWN if learned is None else str(learned)
 
+    def _nnodes(self, ranks: Sequence[int]) -> int | None:
+        """Hosts the ranks run on, when the group maps of all of them are known."""
+        hosts = {self._host_of_rank.get(r) for r in ranks}
+        return None if None in hosts else len(hosts)
+
     def _match(self, comm: _Comm) -> None:
         candidates: set[str] | None = None
+        members: dict[str, tuple[int, ...]] = {}
         for proc, comm_rank in comm.ranks.items():
             pm = self.maps.get(proc)
             if pm is None:
                 continue
             fits = {name for name, ranks, _ in pm.groups
                     if len(ranks) == comm.n_ranks and ranks[comm_rank] == pm.rank}
+            for name, ranks, _ in pm.groups:
+                members.setdefault(name, ranks)
             candidates = fits if candidates is None else candidates & fits
+        if candidates is not None and len(candidates) > 1:
+            nodes = {name: self._nnodes(members[name]) for name in candidates}
+            if None not in nodes.values():  # tie-break only when every candidate is known
+                spans = {name for name, n in nodes.items() if n == comm.nnodes}
+                if len(spans) == 1:
+                    candidates = spans
         if candidates is not None and len(candidates) == 1:
             comm.group = next(iter(candidates))
             self.version += 1

@@ -1,12 +1,16 @@
 """NCCL Inspector records: the JSON-lines format (see ``obsgen.nccl`` for the sources) and
 a strict, fast parser. ``parse`` returns a ``Record`` or raises ``Malformed`` with the
-reason; callers count malformed lines and move on.
+reason; callers count malformed lines and move on. ``make bench`` measures it
+(benchmarks/nccl_parse.md).
 """
 from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import NamedTuple
+
+import orjson
 
 # Timing sources whose duration is a kernel time (starts when the rank's GPU reaches the
 # collective); only these are aligned across ranks.
@@ -34,43 +38,82 @@ class Record(NamedTuple):
     busbw: float | None  # GB/s, None when absent or NaN
 
 
+_MAX_FLOAT = int(sys.float_info.max)
+
+
+def _short(v) -> str:
+    """repr of a value for a message, cut: a line may hold a megabyte of digits."""
+    r = repr(v) if type(v) is not int or v.bit_length() < 128 else "an integer of %d bits" % v.bit_length()
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
 def _int(obj: dict, key: str, where: str, minimum: int = 0) -> int:
     v = obj.get(key)
     if type(v) is not int or v < minimum:  # bool is not an int here
-        raise Malformed(f"{where}.{key} must be an integer >= {minimum}, got {v!r}")
+        raise Malformed(f"{where}.{key} must be an integer >= {minimum}, got {_short(v)}")
     return v
+
+
+def _finite(v) -> bool:
+    """A JSON number that is a finite float: an integer beyond the float range is not
+    (``math.isfinite`` and ``float()`` raise OverflowError on it)."""
+    if type(v) is int:
+        return -_MAX_FLOAT <= v <= _MAX_FLOAT
+    return type(v) is float and math.isfinite(v)
 
 
 def _num(obj: dict, key: str, where: str) -> float:
     v = obj.get(key)
-    if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
-        raise Malformed(f"{where}.{key} must be a finite number >= 0, got {v!r}")
+    if not _finite(v) or v < 0:
+        raise Malformed(f"{where}.{key} must be a finite number >= 0, got {_short(v)}")
     return float(v)
 
 
 def _str(obj: dict, key: str, where: str) -> str:
     v = obj.get(key)
     if type(v) is not str or not v:
-        raise Malformed(f"{where}.{key} must be a non-empty string, got {v!r}")
+        raise Malformed(f"{where}.{key} must be a non-empty string, got {_short(v)}")
     return v
 
 
 def _bandwidth(v) -> float | None:
     if v is None or v == "nan":
         return None
-    if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
-        raise Malformed(f"coll_perf.coll_busbw_gbs must be a number or \"nan\", got {v!r}")
+    if not _finite(v) or v < 0:
+        raise Malformed(f"coll_perf.coll_busbw_gbs must be a number or \"nan\", got {_short(v)}")
     return float(v)
 
 
 _scan = json.JSONDecoder().scan_once  # the C scanner, without decode()'s regex for the end
+_loads, _LoadError = orjson.loads, orjson.JSONDecodeError
 _INF = math.inf
+_new = tuple.__new__  # Record(...) without NamedTuple's Python-level __new__
 
 
 def parse(line: bytes | str) -> Record:
-    """One Inspector line (without its newline) as a Record. The common case is checked
-    inline (this runs for every collective of every rank); anything unusual goes through
-    the detailed checks, which name what is wrong."""
+    """One Inspector line (without its newline) as a Record, or Malformed with the reason.
+
+    This runs for every collective of every rank, so the common case is fast: orjson
+    decodes a line that starts like a record and its fields are checked inline. Whatever
+    that does not accept (orjson refuses the JSON, or a field fails the inline checks) is
+    parsed again by ``parse_json``, the standard library's decoder and the detailed
+    checks, which decide and name what is wrong. orjson accepts no JSON the standard
+    library refuses, once the line starts with ``{`` (it also skips leading whitespace),
+    and decodes the fields read here to the same values (an integer beyond 64 bits
+    becomes a float and fails the inline checks), so the answer is always that of
+    ``parse_json``; tests/test_nccl_inspector.py compares the two on mutated lines."""
+    if (line[:1] == b"{") if type(line) is bytes else (line[:1] == "{"):
+        try:
+            rec = _record(_loads(line))
+        except _LoadError:
+            rec = None
+        if rec is not None:
+            return rec
+    return parse_json(line)
+
+
+def parse_json(line: bytes | str) -> Record:
+    """``parse`` with the standard library's JSON decoder only."""
     try:
         text = line.decode() if type(line) is bytes else line
         doc, end = _scan(text, 0)
@@ -78,27 +121,34 @@ def parse(line: bytes | str) -> Record:
         raise Malformed("not JSON") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise Malformed(f"not JSON: {exc}") from None
+    except RecursionError:  # nested deeper than the interpreter's recursion limit
+        raise Malformed("not JSON: nested too deeply") from None
     if end != len(text) and text[end:].strip():
         raise Malformed(f"not JSON: extra data at column {end + 1}")
+    return _record(doc) or _parse_checked(doc)
+
+
+def _record(doc) -> Record | None:
+    """The Record of a decoded line whose fields pass the inline checks, else None."""
     try:
         h, m, p = doc["header"], doc["metadata"], doc["coll_perf"]
         comm, rank, n, nnodes = h["id"], h["rank"], h["n_ranks"], h["nnodes"]
         host, pid = m["hostname"], m["pid"]
         op, sn, size, ex = p["coll"], p["coll_sn"], p["coll_msg_size_bytes"], p["coll_exec_time_us"]
         timing, bw = p.get("coll_timing_source"), p.get("coll_busbw_gbs")
-    except (KeyError, TypeError, AttributeError):
-        return _parse_checked(doc)
+    except (KeyError, TypeError, AttributeError, IndexError):
+        return None
     if (type(rank) is int and type(n) is int and type(nnodes) is int and type(pid) is int
             and type(sn) is int and type(size) is int and 0 <= rank < n and nnodes >= 1
             and pid >= 0 and sn >= 0 and size >= 0 and type(comm) is str and comm
             and type(host) is str and host and type(op) is str and op
-            and (type(ex) is int or type(ex) is float) and 0 <= ex < _INF
+            and ((type(ex) is float and 0 <= ex < _INF) or (type(ex) is int and 0 <= ex <= _MAX_FLOAT))
             and (timing is None or type(timing) is str)
             and (bw is None or (type(bw) is float and 0 <= bw < _INF) or bw == "nan"
-                 or (type(bw) is int and bw >= 0))):
-        return Record(comm, rank, n, nnodes, host, pid, op, sn, size, float(ex), timing,
-                      None if bw is None or bw == "nan" else float(bw))
-    return _parse_checked(doc)
+                 or (type(bw) is int and 0 <= bw <= _MAX_FLOAT))):
+        return _new(Record, (comm, rank, n, nnodes, host, pid, op, sn, size, float(ex), timing,
+                             None if bw is None or bw == "nan" else float(bw)))
+    return None
 
 
 def _parse_checked(doc) -> Record:
@@ -114,7 +164,7 @@ def _parse_checked(doc) -> Record:
     comm = _str(header, "id", "header")
     timing = perf.get("coll_timing_source")
     if timing is not None and type(timing) is not str:
-        raise Malformed(f"coll_perf.coll_timing_source must be a string, got {timing!r}")
+        raise Malformed(f"coll_perf.coll_timing_source must be a string, got {_short(timing)}")
     return Record(
         comm, rank, n_ranks, _int(header, "nnodes", "header", 1),
         _str(meta, "hostname", "metadata"), _int(meta, "pid", "metadata"),

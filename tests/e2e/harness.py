@@ -254,6 +254,7 @@ class Stack:
     webhook: Webhook
     sd_dir: Path
     sim_sd: Path
+    nccl_sd: Path  # file_sd targets of the scrape job ``nccl-exporter``
     rendered: Path  # everything rendered from the e2e profile: rules/, dashboards/, ...
 
     def am_alerts(self) -> list[dict]:
@@ -261,9 +262,10 @@ class Stack:
 
 
 def start_stack(procs: Processes, tmp: Path, speed: float) -> Stack:
-    """Prometheus scrapes two jobs: ``training`` (the simulator's targets, from the file
-    ``<tmp>/sim-sd/targets.json``) and ``pytorch`` (one file per rank in ``<tmp>/sd``,
-    written by obsgen.instrument), both through file_sd, which sees new files at once."""
+    """Prometheus scrapes three jobs: ``training`` (the simulator's targets, from the file
+    ``<tmp>/sim-sd/targets.json``), ``pytorch`` (one file per rank in ``<tmp>/sd``,
+    written by obsgen.instrument) and ``nccl-exporter`` (``<tmp>/nccl-sd``, written by the
+    test that starts one), all through file_sd, which sees new files at once."""
     out = render_profile(tmp / "render")
     webhook = Webhook()
     hook_url = webhook.start()
@@ -277,12 +279,12 @@ def start_stack(procs: Processes, tmp: Path, speed: float) -> Stack:
         shutil.which("prometheus-alertmanager") or "alertmanager", f"--config.file={am_cfg}",
         f"--storage.path={tmp / 'am-data'}", f"--web.listen-address=127.0.0.1:{am_port}",
         "--cluster.listen-address=", "--log.level=warn"])
-    sd_dir, sim_sd = tmp / "sd", tmp / "sim-sd"
-    sd_dir.mkdir()
-    sim_sd.mkdir()
+    sd_dir, sim_sd, nccl_sd = tmp / "sd", tmp / "sim-sd", tmp / "nccl-sd"
+    for d in (sd_dir, sim_sd, nccl_sd):
+        d.mkdir()
     doc = promconfig.config(None, speed, sorted(str(p) for p in (out / "rules").glob("*.yaml")),
                             alertmanagers=[f"127.0.0.1:{am_port}"])
-    for job, d in (("training", sim_sd), ("pytorch", sd_dir)):
+    for job, d in (("training", sim_sd), ("pytorch", sd_dir), (NCCL_SCRAPE_JOB, nccl_sd)):
         doc["scrape_configs"].append({"job_name": job, "file_sd_configs": [
             {"files": [str(d / "*.json")], "refresh_interval": "1s"}]})
     prom_cfg = tmp / "prometheus.yaml"
@@ -296,4 +298,21 @@ def start_stack(procs: Processes, tmp: Path, speed: float) -> Stack:
     for name, url in (("prometheus", prom.url), ("alertmanager", am_url)):
         wait_until(f"{name} ready", lambda u=url: get(f"{u}/-/ready", timeout=2), 60,
                    on_fail=lambda n=name: procs.log(n))
-    return Stack(procs, tmp, speed, prom, am_url, webhook, sd_dir, sim_sd / "targets.json", out)
+    return Stack(procs, tmp, speed, prom, am_url, webhook, sd_dir, sim_sd / "targets.json",
+                 nccl_sd, out)
+
+
+NCCL_SCRAPE_JOB = "nccl-exporter"
+
+
+def nccl_exporter_flags(speed: float) -> list[str]:
+    """The NCCL exporter's own time constants (poll, state save, alignment timeout), its
+    defaults divided by ``speed`` like every other clock of the time-scaled world."""
+    import argparse
+
+    from obsgen.nccl import exporter
+
+    p = argparse.ArgumentParser()
+    exporter.add_arguments(p)
+    return [f"--{name.replace('_', '-')}={p.get_default(name) / speed:g}"
+            for name in ("poll_interval", "state_interval", "align_timeout")]
