@@ -73,8 +73,9 @@ def build(c: Ctx) -> Family:
     # from the per-stage median (a few series per job), not per rank: at 16,384 ranks the
     # per-rank version costs as much as the share itself.
     slice_ = min(seconds(rate), seconds(persist))
+    back = seconds(persist) - slice_  # promtool refuses "offset 0s"
     measured_since = (f"{c.on(L.job_id, L.stage)} count_over_time({c.r(R.compute_median)}"
-                      f"[{duration(slice_)}] offset {duration(seconds(persist) - slice_)}) > 0")
+                      f"[{duration(slice_)}]{f' offset {duration(back)}' if back else ''}) > 0")
     rules = (
         Record(c.rname(R.compute_mean), expr(f"""
             sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_sum', rate)})
