@@ -268,12 +268,18 @@ def findings(ss: list[dict]) -> list[str]:
            "(or with `metric_relabel_configs`) and exporting per-host aggregates for "
            "dashboard-only signals (the issue's \"pre-aggregation per node\") are the levers "
            "that shrink every number here; both are outside the rules.",
-           "- The straggler family is cheaper after reading each rank's flag window once "
-           "(`job_rank:train_straggler:share30m`, see Before and after); the fixtures pass "
-           "unchanged, so the alerts' semantics are the same.",
+           "- The straggler family reads each rank's flag window once per evaluation "
+           "(`job_rank:train_straggler:share30m`, see Before and after; the fixtures passed "
+           "unchanged). `after` also includes a check added since, that the job is older than "
+           "the persistence window, read from the per-stage median (a few series per job) "
+           "rather than from every rank's flag.",
+           "- The late-arrival family (`obsgen-nccl`) reads 15 minutes of two counters per "
+           "rank and parallel group; it is the costliest group per rank. The next lever: a "
+           "5-minute ratio recorded per rank and group, with the 15-minute persistence moved "
+           "into `for:` (a third of the samples, a stricter alert); not done here.",
            "- Tried and not merged: a recording-rule family that pre-aggregates every "
-           "dashboard panel per job (branch `issue7-panels-experiment`, commit c3e72fa, on "
-           "the code before issue 9). Measured once at 4,096 ranks on this machine, on the "
+           "dashboard panel per job (on the code before issue 9, a local experiment not kept "
+           "in the repository). Measured once at 4,096 ranks on this machine, on the "
            "same kind of data: the slowest panel fell from 18,336 ms (NVLink throughput per "
            "GPU) to 343 ms, but the family cost 8,651 ms per evaluation, 3.8x all alerting "
            "groups together (2,288 ms), every 30 s whether anyone looks or not. Moving "
