@@ -142,6 +142,15 @@ class Ctx:
     def on(self, *labels: contract.Label) -> str:
         return f"on ({self.labels(*labels)})"
 
+    def current_node(self, selector: str) -> str:
+        """1 per rank, labelled with the node of the rank's newest series of ``selector``.
+        Rules group by rank, not node: a restarted rank may land on another node, and
+        grouping by node would split it into an old and a new series. Join it with
+        ``join((job_id, rank), (node,))`` to name the node a rank runs on now."""
+        L = contract.L
+        newest = f"topk {self.by(L.job_id, L.rank)} (1, timestamp({selector}))"
+        return f"(max {self.by(L.job_id, L.rank, L.node)} ({newest}) * 0 + 1)"
+
     # values ------------------------------------------------------------------------
     def w(self, key: str) -> str:
         return self.cfg["windows"][key]

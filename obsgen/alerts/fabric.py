@@ -60,8 +60,7 @@ def build(c: Ctx) -> Family:
     t = c.cfg["thresholds"]
     rate, recovery_window = c.w("rate"), c.w("link_recovery")
     job, node = c.tl(L.job_id), c.tl(L.node)
-    newest = f"topk {c.by(L.job_id, L.rank)} (1, timestamp({c.m(M.train_world_size)}))"
-    rank_node = f"(max {c.by(L.job_id, L.rank, L.node)} ({newest}) * 0 + 1)"
+    rank_node = c.current_node(c.m(M.train_world_size))
     allreduces = (f"rate({c.m(M.nccl_collective_duration_seconds, '_count', match={L.op: ALLREDUCE})}"
                   f"[{rate}])")
     uname = f"max {c.by(L.instance, L.nodename)} ({c.m(M.node_uname_info)})"

@@ -46,13 +46,6 @@ from ..promql import Ctx
 NAME = "nccl"
 
 
-def _current_node(c: Ctx) -> str:
-    """1 per rank, labelled with the node of the rank's newest communicator series (the
-    exporter's view of where the rank runs; a restarted rank may have moved)."""
-    newest = f"topk {c.by(L.job_id, L.rank)} (1, timestamp({c.m(M.nccl_communicator_ranks)}))"
-    return f"(max {c.by(L.job_id, L.rank, L.node)} ({newest}) * 0 + 1)"
-
-
 def build(c: Ctx) -> Family:
     rank_group = (L.job_id, L.rank, L.group)
     window = c.w("late_arrival")
@@ -73,7 +66,7 @@ def build(c: Ctx) -> Family:
             expr=expr(f"""
                 ({ratio} > {c.t('late_arrival_fraction')})
                 * {c.join((L.job_id, L.rank), (L.node,))}
-                {_current_node(c)}
+                {c.current_node(c.m(M.nccl_communicator_ranks))}
             """),
             for_="0s",
             severity="warning",

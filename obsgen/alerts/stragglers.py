@@ -53,14 +53,6 @@ from ..promql import Ctx
 NAME = "stragglers"
 
 
-def _current_node(c: Ctx) -> str:
-    """1 per rank, labelled with the node of the rank's newest series. Rules group by rank,
-    not node: a restarted rank may land on another node, and grouping by node would split
-    it into an old and a new series whose warm-up skews the stage median."""
-    newest = f"topk {c.by(L.job_id, L.rank)} (1, timestamp({c.m(M.train_world_size)}))"
-    return f"(max {c.by(L.job_id, L.rank, L.node)} ({newest}) * 0 + 1)"
-
-
 def build(c: Ctx) -> Family:
     rank = (L.job_id, L.rank, L.stage)
     rate, persist = c.w("rate"), c.w("straggler_persistence")
@@ -116,7 +108,7 @@ def build(c: Ctx) -> Family:
                   and {measured_since}
                 )
                 * {c.join((L.job_id, L.rank), (L.node,))}
-                {_current_node(c)}
+                {c.current_node(c.m(M.train_world_size))}
             """),
             for_="0s",
             severity="warning",

@@ -34,8 +34,7 @@ def build(env) -> View:
     ratio = q.r(R.compute_ratio, rank=True, stage=True)
     firing = q.m(M.ALERTS, match={L.alertstate: "firing"},
                  regex={L.alertname: "|".join(env.alerts)})
-    current_node = (f"max {q.by(L.job_id, L.rank, L.node)} (topk {q.by(L.job_id, L.rank)} "
-                    f"(1, timestamp({q.m(M.train_world_size, rank=True)}))) * 0 + 1")
+    current_node = q.c.current_node(q.m(M.train_world_size, rank=True))
 
     def gpu_increase(metric, window=RATE):
         return (f"sum {q.by(*job)} (\n  increase({q.m(metric)}[{window}])\n"
@@ -135,7 +134,7 @@ def build(env) -> View:
         Panel(TABLE, f"Slowest {top_n} ranks now", "Ranks with the highest compute time / "
               f"stage median, with their node. Healthy: all below {number(ratio_limit)}.",
               u.NoUnit,
-              (Query(f"topk({top_n}, {ratio})\n* {q.join((L.job_id, L.rank), (L.node,))}\n({current_node})",
+              (Query(f"topk({top_n}, {ratio})\n* {q.join((L.job_id, L.rank), (L.node,))}\n{current_node}",
                      instant=True, table=True),),
               width=8, height=10, decimals=3,
               steps=(Step(None, GREEN), Step(ratio_limit, ORANGE)),
