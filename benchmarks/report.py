@@ -429,10 +429,6 @@ def _build_line(big: dict, b: dict, comp: float | None) -> str:
     tail = (f"compaction {comp / 60 if comp else 0:.1f} min; TSDB "
             f"{b['tsdb_bytes'] / 2**30:.2f} GiB; measurements "
             f"{b['measure_seconds'] / 60:.1f} min.")
-    if "raw" not in b:  # measured with --reuse on a TSDB whose build stats were not saved
-        return (f"At {big['ranks']:,} ranks: streamed in {b['stream_seconds'] / 60:.1f} min, "
-                f"recorded series in {b['recorded_seconds'] / 60:.1f} min ({b['note']}); "
-                + tail)
     return (f"At {big['ranks']:,} ranks: {b['raw']['samples']:,} samples streamed (largest "
             f"shard file {b['raw']['largest_shard_bytes'] / 2**30:.1f} GiB, deleted after "
             f"backfilling) in {b['raw']['seconds'] / 60:.1f} min; recorded series in "
