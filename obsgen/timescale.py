@@ -25,7 +25,7 @@ import copy
 import yaml
 
 from . import registry
-from .config import DEFAULTS, Config, duration, seconds  # noqa: F401 (duration: re-exported)
+from .config import DEFAULTS, Config, duration, seconds
 
 # Prometheus' and Alertmanager's own time constants in a real deployment, in seconds.
 SCRAPE_INTERVAL = 30

@@ -94,5 +94,5 @@ DURATIONS = {"30 minutes": (1800, "30m"), "2.5 seconds": (2.5, "2s500ms"), "an h
 
 @pytest.mark.parametrize("secs,text", list(DURATIONS.values()), ids=list(DURATIONS))
 def test_duration_text(secs, text):
-    assert timescale.duration(secs) == text
+    assert config.duration(secs) == text
     assert seconds(text) == secs

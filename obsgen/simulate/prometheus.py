@@ -10,10 +10,7 @@ from __future__ import annotations
 import yaml
 
 from .. import timescale
-
-
-def seconds(value: float) -> str:
-    return timescale.duration(value)
+from ..config import duration
 
 
 def config(sd_url: str, speed: float, rule_files: list[str],
@@ -21,16 +18,16 @@ def config(sd_url: str, speed: float, rule_files: list[str],
            static_targets: dict[str, list[str]] | None = None) -> dict:
     """Prometheus config: the simulator's targets from http_sd (``sd_url``), or static
     targets by scrape job (``static_targets``), and optional Alertmanagers."""
-    interval = seconds(timescale.SCRAPE_INTERVAL / speed)
+    interval = duration(timescale.SCRAPE_INTERVAL / speed)
     scrape_configs = []
     if sd_url:
         scrape_configs.append({"job_name": scrape_job, "http_sd_configs": [
-            {"url": sd_url, "refresh_interval": seconds(max(timescale.SCRAPE_INTERVAL / speed, 1))}]})
+            {"url": sd_url, "refresh_interval": duration(max(timescale.SCRAPE_INTERVAL / speed, 1))}]})
     for job, targets in (static_targets or {}).items():
         scrape_configs.append({"job_name": job, "static_configs": [{"targets": list(targets)}]})
     doc = {
         "global": {"scrape_interval": interval, "scrape_timeout": interval,
-                   "evaluation_interval": seconds(timescale.EVALUATION_INTERVAL / speed)},
+                   "evaluation_interval": duration(timescale.EVALUATION_INTERVAL / speed)},
         "rule_files": list(rule_files),
         "scrape_configs": scrape_configs,
     }
@@ -41,7 +38,7 @@ def config(sd_url: str, speed: float, rule_files: list[str],
 
 def flags(speed: float) -> list[str]:
     """Command-line flags that scale with the world."""
-    return [f"--query.lookback-delta={seconds(timescale.LOOKBACK_DELTA / speed)}"]
+    return [f"--query.lookback-delta={duration(timescale.LOOKBACK_DELTA / speed)}"]
 
 
 def dump(doc: dict) -> str:

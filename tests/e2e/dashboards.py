@@ -18,7 +18,7 @@ from pathlib import Path
 
 import promql_parser
 
-from obsgen import timescale
+from obsgen import config, timescale
 
 VAR = re.compile(r"\$\{(\w+)(?::\w+)?\}|\[\[(\w+)\]\]|\$(\w+)")
 MULTI = {"rank": "0", "stage": "0", "node": ".+", "op": "AllReduce", "group": "dp"}
@@ -73,8 +73,8 @@ def queries(path: Path) -> list[Query]:
 def substitute(expr: str, job_id: str, speed: float, variables: tuple = ()) -> str:
     scrape = timescale.SCRAPE_INTERVAL / speed
     fixed = {
-        "job_id": job_id, "__rate_interval": timescale.duration(4 * scrape),
-        "__interval": timescale.duration(scrape), "__range": timescale.duration(3600 / speed),
+        "job_id": job_id, "__rate_interval": config.duration(4 * scrape),
+        "__interval": config.duration(scrape), "__range": config.duration(3600 / speed),
         "__range_s": str(int(3600 / speed)), "__interval_ms": str(int(scrape * 1000)),
     }
     declared = {name: (single, regex) for name, single, regex in variables}

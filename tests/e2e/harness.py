@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from obsgen import timescale
+from obsgen import config, timescale
 from obsgen.simulate import prometheus as promconfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -229,11 +229,11 @@ def alertmanager_config(routes: Path, webhook: str, speed: float) -> dict:
     def scale(node):
         for key in ("group_wait", "group_interval", "repeat_interval"):
             if key in node:
-                node[key] = timescale.duration(_seconds(node[key]) / speed)
+                node[key] = config.duration(_seconds(node[key]) / speed)
         for child in node.get("routes", []):
             scale(child)
     scale(doc["route"])
-    doc["global"] = {"resolve_timeout": timescale.duration(timescale.AM_RESOLVE_TIMEOUT / speed)}
+    doc["global"] = {"resolve_timeout": config.duration(timescale.AM_RESOLVE_TIMEOUT / speed)}
     return doc
 
 
