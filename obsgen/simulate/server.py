@@ -113,7 +113,9 @@ class Simulator:
         self._tick_lock = threading.Lock()
         self.targets: dict[str, Target] = {}
         self.bodies: dict[str, bytes] = {}
-        self.all_body = b""
+        self._merged: dict[str, list[str]] = {}
+        self._all_body: bytes | None = b""
+        self._lines: dict[tuple, tuple] = {}
         self.tick_seconds = 0.0
         self.ticks = 0
         self.file_sd, self.host = file_sd, host
@@ -123,6 +125,32 @@ class Simulator:
             self._write_file_sd()
 
     # model -> text ------------------------------------------------------------------
+    def _series(self, job: Job, key: tuple) -> tuple[str, str, str, str, bool]:
+        """(target key, instance, metric family, text up to the value, whether the value is
+        a point in time) of a series; worked out once per series, as a tick serves
+        thousands of lines and a late tick shifts the data against the scrape times."""
+        got = self._lines.get((job.job_id, key))
+        if got is None:
+            labels = dict(key)
+            name = labels.pop("__name__")
+            metric = FAMILY[name]
+            tkey, instance = self._slot(job, int(labels[L.rank.key]))
+            for drop in _SCRAPE_LABELS:
+                labels.pop(drop, None)
+            inner = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+            got = self._lines[(job.job_id, key)] = (
+                f"{job.job_id}/{tkey}", instance, metric.key, f"{name}{{{inner}}} ",
+                metric.key in WALL_TIME)
+        return got
+
+    @property
+    def all_body(self) -> bytes:
+        """Every job as one target (``/metrics``), rendered when first asked for."""
+        with self.lock:
+            if self._all_body is None:
+                self._all_body = render(self._merged)
+            return self._all_body
+
     def _slot(self, job: Job, rank: int) -> tuple[str, str]:
         """(key, instance) of the target that serves ``rank``."""
         node = rank // job.ranks_per_node
@@ -173,31 +201,24 @@ class Simulator:
             for key, value in scrape.samples.items():
                 if value == STALE:
                     continue  # Prometheus writes staleness markers itself
-                labels = dict(key)
-                name = labels.pop("__name__")
-                metric = FAMILY[name]
-                tkey, instance = self._slot(job, int(labels[L.rank.key]))
-                target = targets.get(f"{job.job_id}/{tkey}")
+                tkey, instance, family, prefix, wall = self._series(job, key)
+                target = targets.get(tkey)
                 if target is None:
-                    target = targets[f"{job.job_id}/{tkey}"] = Target(job.job_id, tkey, instance)
-                for drop in _SCRAPE_LABELS:
-                    labels.pop(drop, None)
-                if metric.key in WALL_TIME:
+                    target = targets[tkey] = Target(job.job_id, tkey.split("/", 1)[1], instance)
+                if wall:
                     value = self.wall0 + value / self.speed
-                inner = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
-                line = f"{name}{{{inner}}} {fmt(value)}\n"
-                target.families.setdefault(metric.key, []).append(line)
-                merged.setdefault(metric.key, []).append(line)
+                line = f"{prefix}{fmt(value)}\n"
+                target.families.setdefault(family, []).append(line)
+                merged.setdefault(family, []).append(line)
         for job, sim in zip(self.jobs, self.sims):
             if sim.completed_at is not None and job.job_id not in self._final:
                 mine = {k: v for k, v in targets.items() if v.job_id == job.job_id}
                 self._final[job.job_id] = (sim.completed_at + 2 * job.scrape, mine)
         bodies = {t.path: render(t.families) for t in targets.values()}
-        all_body = render(merged)
         with self.lock:
             self.model_time = t
             self.targets = {t.path: t for t in targets.values()}
-            self.bodies, self.all_body = bodies, all_body
+            self.bodies, self._merged, self._all_body = bodies, merged, None
             self.ticks += 1
             self.tick_seconds = time.perf_counter() - started
 
@@ -248,9 +269,7 @@ class Simulator:
                 if path.startswith("/metrics") and sim.wall0 is None:
                     sim.start()  # the first scrape starts the model clock
                 if path == "/metrics":
-                    with sim.lock:
-                        body = sim.all_body
-                    return self._send(200, body, text)
+                    return self._send(200, sim.all_body, text)
                 if path.startswith("/metrics/"):
                     with sim.lock:
                         body = sim.bodies.get(path)
