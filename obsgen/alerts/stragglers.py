@@ -19,6 +19,13 @@ A rank must also have been measured at the start of the window, so a job younger
 persistence window (whose warm-up would fill "most" of a half-empty window) cannot raise
 it: a rank slow from the first minute fires about 27 minutes in.
 
+Only ranks that export their compute time now are judged: a rate window outlives its
+series, and a lost rank would otherwise be compared for five more minutes on its last
+steps (a warm-up the others have left behind makes it look slow). Nothing is judged
+before the stage has a full rate window behind it: in a series' first window rate()
+extrapolates the histogram's sum and count differently when the first steps were slower,
+by an error that depends on each rank's scrape phase.
+
 ## Train_Straggler_Persistent
 
 The same rank has been slower than its stage's median compute time by at least the
@@ -69,10 +76,16 @@ def build(c: Ctx) -> Family:
     measured_since = (f"{c.on(L.job_id, L.stage)} count_over_time({c.r(R.compute_median)}"
                       f"[{duration(slice_)}]{f' offset {duration(back)}' if back else ''}) > 0")
     rules = (
+        # Only ranks that export their compute time now: a rate window outlives its series
+        # by the window, and a lost rank's last minutes (a warm-up the others left behind)
+        # would make it look slow for minutes after it died.
         Record(c.rname(R.compute_mean), expr(f"""
-            sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_sum', rate)})
-            /
-            (sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_count', rate)}) > 0)
+            (
+              sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_sum', rate)})
+              /
+              (sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_count', rate)}) > 0)
+            )
+            and {c.on(L.job_id, L.rank)} {c.m(M.train_compute_seconds, '_count')}
         """)),
         Record(c.rname(R.compute_median), expr(f"""
             quantile {c.by(L.job_id, L.stage)} (0.5, {c.r(R.compute_mean)})
@@ -82,8 +95,12 @@ def build(c: Ctx) -> Family:
             / {c.join((L.job_id, L.stage))}
             ({c.r(R.compute_median)} > 0)
         """)),
+        # Judged once the stage has a full rate window behind it: in a series' first window
+        # rate() extrapolates its _sum and _count differently when the first steps were
+        # slower (compilation, warm-up), and each rank's scrape phase gives it another error.
         Record(c.rname(R.straggler_flag), expr(f"""
             {c.r(R.compute_ratio)} > bool {c.t('straggler_ratio')}
+            and {c.on(L.job_id, L.stage)} {c.r(R.compute_median)} offset {rate}
         """)),
         # The window of every rank's flag is read once per evaluation, here; the alerts
         # and the transient count read this share (a rank straggled at some point in the

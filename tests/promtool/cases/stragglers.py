@@ -28,6 +28,11 @@ persistent = Job(job_id=JOB, faults=(SlowRank(rank=3, factor=1.2, start=30 * MIN
 from_start = Job(job_id=JOB, faults=(SlowRank(rank=3, factor=1.2, start=0),))
 lost = Job(job_id=JOB, faults=(SlowRank(rank=3, factor=1.2, start=0),
                                RankLoss(ranks=(3,), at=45 * MIN, hang=False)))
+# rank 7 is lost as its warm-up ends, its last 5 minutes all warm-up; rank 3 is slow later
+lost_warm = Job(job_id=JOB, faults=(RankLoss(ranks=(7,), at=3.5 * MIN, hang=False),
+                                    SlowRank(rank=3, factor=1.2, start=15 * MIN)))
+slow_start = Job(job_id=JOB, faults=(SlowRank(rank=3, factor=1.2, start=0, end=3 * MIN),
+                                     SlowRank(rank=5, factor=1.2, start=0, end=3 * MIN)))
 
 CASES = {
     "a healthy job with warm-up fires no straggler": Case(
@@ -54,6 +59,13 @@ CASES = {
     "a persistent straggler whose rank is lost stops firing at once": Case(
         [lost], 60,
         [At(42.5, P, (straggler(lost, 3, 42.5),)), Never(P, start=45.5, every=0.5), Never(T)]),
+    "a rank lost as its warm-up ends is not judged on its last rate window, so a persistent "
+    "straggler elsewhere fires Persistent and never Transient": Case(
+        [lost_warm], 45,
+        [Never(P, end=30), At(40, P, (straggler(lost_warm, 3, 40),)), Never(T)]),
+    "two ranks slower only in the job's first 3 minutes are not judged before the stage has "
+    "a full rate window, and fire nothing": Case(
+        [slow_start], 45, [Never(P), Never(T)]),
     "a restart with a 3-minute gap, counter resets and new instances fires no straggler": Case(
         [Job(job_id=JOB, faults=(Restart(at=40 * MIN, gap=3 * MIN),))], 80,
         [Never(P), Never(T)]),
