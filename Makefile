@@ -63,7 +63,7 @@ fixtures: $(STAMP) ## regenerate tests/promtool/*.yaml from the case tables
 	$(BIN)/python -m tests.promtool.build
 
 golden: $(STAMP) ## refresh golden files after an intended change
-	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_render.py tests/test_dashboards.py
+	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_render.py tests/test_dashboards.py tests/test_targets.py tests/test_presets.py tests/test_alertmanager.py
 
 # matplotlib (pinned in the bench extra) for the scale benchmark's plot.
 $(BENCH_STAMP): $(E2E_STAMP)
