@@ -335,6 +335,12 @@ RECORDED: dict[str, Recorded] = {
         # checkpoints
         Recorded("checkpoint_last", "job:train_checkpoint_timestamp_seconds:max", ("job_id",),
                  "time of the job's last checkpoint"),
+        Recorded("checkpoint_seconds_rate", "job:train_checkpoint_seconds:rate{rate}", ("job_id",),
+                 "checkpoint seconds per second of the job's rank that spends the most"),
+        Recorded("train_seconds_rate", "job:train_step_seconds:rate{rate}", ("job_id",),
+                 "training seconds per second of the job's rank that trains the most"),
+        Recorded("checkpoint_bytes_rate", "job:checkpoint_bytes_written:rate{rate}", ("job_id",),
+                 "checkpoint bytes per second the job's ranks wrote"),
         Recorded("checkpoint_overhead", "job:train_checkpoint_overhead:ratio{checkpoint_overhead}",
                  ("job_id",),
                  "checkpoint seconds per training second, worst rank of the job"),

@@ -3,9 +3,12 @@
 Both rules are evaluated per job. The reference document takes a global ``max`` of the
 checkpoint timestamp, so one job that checkpoints hides every other job that stopped;
 here the timestamp is aggregated ``by (job_id)`` and only jobs still making progress are
-judged (a finished or stopped job is not "missing" checkpoints). Overhead is checkpoint
-seconds per training second of the same rank, then the worst rank of the job: ranks that
-do not write checkpoints (when only rank 0 saves) do not dilute it.
+judged (a finished or stopped job is not "missing" checkpoints). Overhead is the
+checkpoint seconds of the rank that spends the most on them per training second of the
+job's ranks (which train in lockstep): ranks that do not write checkpoints (when only
+rank 0 saves) do not dilute it. Both are recorded per job over the rate window and
+averaged over the overhead window from those records, never from an hour of every
+rank's counters.
 
 ## Train_NoCheckpoints
 
@@ -39,19 +42,34 @@ REQUIRES = ("ranks",)  # reads job:train_ranks_progressing:count
 
 
 def build(c: Ctx) -> Family:
-    window = c.w("checkpoint_overhead")
+    window, rate = c.w("checkpoint_overhead"), c.w("rate")
     max_age = c.cfg["thresholds"]["checkpoint_max_age"]
     job = c.tl(L.job_id)
     rules = (
         Record(c.rname(R.checkpoint_last), expr(f"""
             max {c.by(L.job_id)} ({c.m(M.train_checkpoint_timestamp_seconds)})
         """)),
-        Record(c.rname(R.checkpoint_overhead), expr(f"""
+        # Per job over the rate window first, then the long window over those few series:
+        # a rate over an hour of every rank's raw counters read 120 samples per rank at
+        # every evaluation (4 million at 16,384 ranks), the hour of a job-level record 120.
+        Record(c.rname(R.checkpoint_seconds_rate), expr(f"""
             max {c.by(L.job_id)} (
-              sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_checkpoint_seconds_total, '', window)})
-              /
-              (sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_step_seconds, '_sum', window)}) > 0)
+              sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_checkpoint_seconds_total, '', rate)})
             )
+        """)),
+        Record(c.rname(R.train_seconds_rate), expr(f"""
+            max {c.by(L.job_id)} (
+              sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_step_seconds, '_sum', rate)})
+            )
+        """)),
+        # read by the recovery family's throughput, with the seconds above
+        Record(c.rname(R.checkpoint_bytes_rate), expr(f"""
+            sum {c.by(L.job_id)} ({c.rate(M.checkpoint_bytes_written_total, '', rate)})
+        """)),
+        Record(c.rname(R.checkpoint_overhead), expr(f"""
+            sum_over_time({c.r(R.checkpoint_seconds_rate)}[{window}])
+            /
+            (sum_over_time({c.r(R.train_seconds_rate)}[{window}]) > 0)
         """)),
         Alert(
             name="Train_NoCheckpoints",

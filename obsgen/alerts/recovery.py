@@ -44,7 +44,7 @@ from ..model import Alert, Family, Record, expr
 from ..promql import Ctx, number
 
 NAME = "recovery"
-REQUIRES = ("checkpoints",)  # reads job:train_checkpoint_timestamp_seconds:max
+REQUIRES = ("checkpoints",)  # reads its checkpoint time, seconds and bytes records
 
 
 def build(c: Ctx) -> Family:
@@ -58,14 +58,13 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.run_id), expr(f"""
             max {c.by(L.job_id)} ({c.m(M.train_run_id)})
         """)),
+        # Over the throughput window from the checkpoints family's job-level records of the
+        # rate window, both from one group: a record of this group would be one
+        # evaluation ahead of the other and skew the ratio while a checkpoint completes.
         Record(c.rname(R.checkpoint_throughput), expr(f"""
-            sum {c.by(L.job_id)} ({c.rate(M.checkpoint_bytes_written_total, '', throughput, fn='increase')})
+            sum_over_time({c.r(R.checkpoint_bytes_rate)}[{throughput}])
             /
-            (
-              max {c.by(L.job_id)} (
-                sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_checkpoint_seconds_total, '', throughput, fn='increase')})
-              ) > 0
-            )
+            (sum_over_time({c.r(R.checkpoint_seconds_rate)}[{throughput}]) > 0)
         """)),
         Alert(
             name="Train_RestartLoop",
