@@ -25,6 +25,9 @@ gauge holding the *last* XID code of the GPU, not a count. An XID counts when th
 changed to one of the configured uncorrectable-memory codes within the window; a code
 that has sat there since an old event does not fire again (the ECC counter catches a
 repeat of the same code). Both signals keep the alert firing for ``windows.gpu_errors``.
+Each GPU's counters are read over the rate window only, and the error window over the
+records of the few GPUs that had an event, so the ECC value given is the most errors the
+GPU had in one rate window (an hour of every GPU's raw samples was the group's main cost).
 
 ## Train_TP_Imbalance
 
@@ -55,6 +58,7 @@ from __future__ import annotations
 
 from ..contract import L, M, R
 from ..model import Alert, Family, Record, expr
+from ..config import duration, seconds
 from ..promql import Ctx, number, quote
 
 NAME = "gpus"
@@ -95,7 +99,9 @@ def owned(c: Ctx, gpu_signal: str, host_signal: str) -> str:
 
 def build(c: Ctx) -> Family:
     t = c.cfg["thresholds"]
-    gpu_errors = c.w("gpu_errors")
+    gpu_errors, rate = c.w("gpu_errors"), c.w("rate")
+    # an event stays in the rate-window records for one rate window, then in this one
+    sticky = duration(max(seconds(gpu_errors) - seconds(rate), seconds(rate)))
     job, node = c.tl(L.job_id), c.tl(L.node)
     xid = c.m(M.DCGM_FI_DEV_XID_ERRORS)
     ecc_codes = " or ".join(f"{xid} == {number(code)}" for code in t["gpu_ecc_xids"])
@@ -138,11 +144,21 @@ def build(c: Ctx) -> Family:
               {c.r(R.job_gpus)}
             )
         """)),
+        # Each GPU's counters over the rate window only, recorded for the few GPUs with an
+        # event; the error window reads those sparse records. An hour of every GPU's raw
+        # samples (120 per GPU and signal at every evaluation) was the group's main cost.
+        Record(c.rname(R.gpu_dbe_recent), expr(f"""
+            {per_gpu(c, f"increase({c.m(M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)}[{rate}])")} > 0
+        """)),
+        Record(c.rname(R.gpu_xid_changed), expr(f"""
+            {per_gpu(c, f"changes({xid}[{rate}])")} > 0
+        """)),
         Record(c.rname(R.gpu_dbe), expr(f"""
-            {per_gpu(c, f"increase({c.m(M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)}[{gpu_errors}])")} > 0
+            max_over_time({c.r(R.gpu_dbe_recent)}[{sticky}])
         """)),
         Record(c.rname(R.gpu_xid_ecc), expr(f"""
-            {per_gpu(c, f"({ecc_codes}) and changes({xid}[{gpu_errors}]) > 0")}
+            {per_gpu(c, ecc_codes)}
+            and {c.on(L.node, L.gpu, L.UUID)} max_over_time({c.r(R.gpu_xid_changed)}[{sticky}])
         """)),
         Alert(
             name="Train_TP_Imbalance",
@@ -171,8 +187,9 @@ def build(c: Ctx) -> Family:
             description=(
                 f"{gpu_where}on node {node}, which runs job {job}, reported "
                 f"{{{{ $labels.{c.l(L.signal)} }}}} {{{{ $value }}}} in the last {gpu_errors} "
-                "(ecc_dbe: uncorrectable ECC errors; xid: the XID code it raised). Its memory "
-                "may hold wrong values: drain the host and check the job's state."),
+                f"(ecc_dbe: uncorrectable ECC errors, the most in one {rate}; xid: the XID code "
+                "it raised). Its memory may hold wrong values: drain the host and check "
+                "the job's state."),
         ),
     )
     return Family(NAME, __doc__, rules)
