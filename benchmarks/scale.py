@@ -486,8 +486,10 @@ def main(argv=None) -> int:
                          "a round of every panel takes minutes")
     ap.add_argument("--shard-ranks", type=int, default=2048,
                     help="ranks per OpenMetrics shard (bounds disk and promtool memory)")
-    ap.add_argument("--work", type=Path, default=ROOT / "build" / "bench",
-                    help="scratch directory (TSDBs, shard files; git-ignored)")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="scratch directory (TSDBs, shard files; git-ignored); default "
+                         "build/bench, build/bench-quick with --quick, so make e2e's quick run "
+                         "cannot delete the shards of a full run under way")
     ap.add_argument("--results", type=Path, default=None,
                     help="JSON results (default: benchmarks/results.json, quick: under --work)")
     ap.add_argument("--report", action="store_true", help="only rewrite the report from --results")
@@ -496,6 +498,8 @@ def main(argv=None) -> int:
                     help="measure on a TSDB a --keep run left under --work (same recording "
                          "rules) instead of building it again")
     args = ap.parse_args(argv)
+    if args.work is None:
+        args.work = ROOT / "build" / ("bench-quick" if args.quick else "bench")
     from . import report
 
     sizes = (QUICK,) if args.quick else tuple(args.ranks or SIZES)
