@@ -373,6 +373,9 @@ RECORDED: dict[str, Recorded] = {
                  "most uncorrectable ECC errors of a GPU in one rate window within the window"),
         Recorded("gpu_xid_changed", "node_gpu:dcgm_xid:changes{rate}", ("node", "gpu", "UUID"),
                  "changes of a GPU's last XID code in the rate window, only GPUs whose code changed"),
+        Recorded("gpu_xid_recent", "node_gpu:dcgm_xid:code_changed{gpu_errors}",
+                 ("node", "gpu", "UUID"),
+                 "the last XID code of a GPU whose code changed in the window, only those GPUs"),
         Recorded("gpu_xid_ecc", "node_gpu:dcgm_xid:ecc_code{gpu_errors}", ("node", "gpu", "UUID"),
                  "the ECC-class XID code a GPU raised in the window (the gauge changed to it)"),
         # fabric

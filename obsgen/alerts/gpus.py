@@ -104,7 +104,8 @@ def build(c: Ctx) -> Family:
     sticky = duration(max(seconds(gpu_errors) - seconds(rate), seconds(rate)))
     job, node = c.tl(L.job_id), c.tl(L.node)
     xid = c.m(M.DCGM_FI_DEV_XID_ERRORS)
-    ecc_codes = " or ".join(f"{xid} == {number(code)}" for code in t["gpu_ecc_xids"])
+    recent_codes = " or ".join(f"{c.r(R.gpu_xid_recent)} == {number(code)}"
+                               for code in t["gpu_ecc_xids"])
     sm = per_gpu(c, c.m(M.DCGM_FI_PROF_SM_ACTIVE))
     ksm = c.m(M.kube_pod_labels, extra=(f'{c.l(L.label_job_id)}!=""',))
     gpu_where = ("{{ with $labels.%s }}GPU {{ . }} {{ end }}"
@@ -144,21 +145,25 @@ def build(c: Ctx) -> Family:
               {c.r(R.job_gpus)}
             )
         """)),
-        # Each GPU's counters over the rate window only, recorded for the few GPUs with an
-        # event; the error window reads those sparse records. An hour of every GPU's raw
-        # samples (120 per GPU and signal at every evaluation) was the group's main cost.
+        # Each GPU's counters over the rate window only, filtered before they are
+        # aggregated, and recorded for the few GPUs with an event: the error window reads
+        # those sparse records. An hour of every GPU's raw samples, and the code list
+        # compared on every GPU's gauge (one "or" over all GPUs per code), were the
+        # group's main cost; the codes are now compared on the GPUs that changed only.
         Record(c.rname(R.gpu_dbe_recent), expr(f"""
-            {per_gpu(c, f"increase({c.m(M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)}[{rate}])")} > 0
+            {per_gpu(c, f"increase({c.m(M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)}[{rate}]) > 0")}
         """)),
         Record(c.rname(R.gpu_xid_changed), expr(f"""
-            {per_gpu(c, f"changes({xid}[{rate}])")} > 0
+            {per_gpu(c, f"changes({xid}[{rate}]) > 0")}
         """)),
         Record(c.rname(R.gpu_dbe), expr(f"""
             max_over_time({c.r(R.gpu_dbe_recent)}[{sticky}])
         """)),
+        Record(c.rname(R.gpu_xid_recent), expr(f"""
+            {per_gpu(c, f"{xid} and {c.on(L.Hostname, L.gpu, L.UUID)} max_over_time({c.r(R.gpu_xid_changed)}[{sticky}])")}
+        """)),
         Record(c.rname(R.gpu_xid_ecc), expr(f"""
-            {per_gpu(c, ecc_codes)}
-            and {c.on(L.node, L.gpu, L.UUID)} max_over_time({c.r(R.gpu_xid_changed)}[{sticky}])
+            {recent_codes}
         """)),
         Alert(
             name="Train_TP_Imbalance",
