@@ -294,11 +294,11 @@ def findings(ss: list[dict]) -> list[str]:
            + "; ".join(_before_after_ratio(s, ("obsgen-checkpoints", "obsgen-recovery"))
                        for s in ss)
            + "; gpus " + "; ".join(_before_after_ratio(s, ("obsgen-gpus",)) for s in ss)
-           + ". Samples were not what the GPU group spent: per-GPU set operations were (the "
-           "XID code list compared with one `or` per code over every GPU's gauge). A later "
-           "commit compares the codes only on GPUs whose code changed; it is not in this run "
-           "(measured with `make bench-quick` at 256 ranks on the same data: the ECC records "
-           "20.5 ms before, 8.7 ms after; the group 52.4 ms to 43.5 ms).",
+           + ". Samples alone were not what the GPU group spent: a first version with only "
+           "the sparse records measured 914 ms before and 928 ms after at 4,096 ranks (an "
+           "earlier run); the per-GPU set operations were (the XID code list compared with "
+           "one `or` per code over every GPU's gauge). Comparing the codes only on the GPUs "
+           "whose code changed is what this run measures.",
            "- The late-arrival family (`obsgen-nccl`) reads 15 minutes of two counters per "
            "rank and parallel group; it is the costliest group per rank. The next lever: a "
            "5-minute ratio recorded per rank and group, with the 15-minute persistence moved "
