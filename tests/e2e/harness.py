@@ -229,18 +229,12 @@ def alertmanager_config(routes: Path, webhook: str, speed: float) -> dict:
     def scale(node):
         for key in ("group_wait", "group_interval", "repeat_interval"):
             if key in node:
-                node[key] = config.duration(_seconds(node[key]) / speed)
+                node[key] = config.duration(config.seconds(node[key]) / speed)
         for child in node.get("routes", []):
             scale(child)
     scale(doc["route"])
     doc["global"] = {"resolve_timeout": config.duration(timescale.AM_RESOLVE_TIMEOUT / speed)}
     return doc
-
-
-def _seconds(d: str) -> float:
-    from obsgen.config import seconds
-
-    return seconds(d)
 
 
 @dataclass
