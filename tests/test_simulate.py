@@ -48,9 +48,11 @@ TARGETS = {"one target per node of 4 ranks": ("node", 4), "one per rank": ("rank
            "one per job": ("job", 1)}
 
 
+@pytest.mark.parametrize("job_id", ["sim-healthy", "team/run-7"])
 @pytest.mark.parametrize("mode,count", list(TARGETS.values()), ids=list(TARGETS))
-def test_targets(mode, count):
-    sim, _ = sim_at([scenarios.job("healthy", ranks=16)], 5, targets=mode)
+def test_targets(mode, count, job_id):
+    """Every slot discovery lists serves its ranks, whatever the job id holds (a slash too)."""
+    sim, _ = sim_at([scenarios.job("healthy", job_id=job_id, ranks=16)], 5, targets=mode)
     groups = sim.sd("127.0.0.1:1")
     assert len(groups) == count
     ranks = set()

@@ -126,7 +126,7 @@ class Simulator:
 
     # model -> text ------------------------------------------------------------------
     def _series(self, job: Job, key: tuple) -> tuple[str, str, str, str, bool]:
-        """(target key, instance, metric family, text up to the value, whether the value is
+        """(slot key, instance, metric family, text up to the value, whether the value is
         a point in time) of a series; worked out once per series, as a tick serves
         thousands of lines and a late tick shifts the data against the scrape times."""
         got = self._lines.get((job.job_id, key))
@@ -139,7 +139,7 @@ class Simulator:
                 labels.pop(drop, None)
             inner = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
             got = self._lines[(job.job_id, key)] = (
-                f"{job.job_id}/{tkey}", instance, metric.key, f"{name}{{{inner}}} ",
+                tkey, instance, metric.key, f"{name}{{{inner}}} ",
                 metric.key in WALL_TIME)
         return got
 
@@ -201,10 +201,10 @@ class Simulator:
             for key, value in scrape.samples.items():
                 if value == STALE:
                     continue  # Prometheus writes staleness markers itself
-                tkey, instance, family, prefix, wall = self._series(job, key)
-                target = targets.get(tkey)
+                slot, instance, family, prefix, wall = self._series(job, key)
+                target = targets.get((job.job_id, slot))
                 if target is None:
-                    target = targets[tkey] = Target(job.job_id, tkey.split("/", 1)[1], instance)
+                    target = targets[(job.job_id, slot)] = Target(job.job_id, slot, instance)
                 if wall:
                     value = self.wall0 + value / self.speed
                 line = f"{prefix}{fmt(value)}\n"
