@@ -295,21 +295,22 @@ class Recorded:
 
 
 _RANK = ("job_id", "rank", "stage")
+_RANK_NODE = ("job_id", "rank", "stage", "node")  # the host the rank runs on, no join
 
 RECORDED: dict[str, Recorded] = {
     r.key: r
     for r in (
         # stragglers
-        Recorded("compute_mean", "job_rank:train_compute_seconds:mean{rate}", _RANK,
+        Recorded("compute_mean", "job_rank:train_compute_seconds:mean{rate}", _RANK_NODE,
                  "mean local compute time per step of each rank"),
         Recorded("compute_median", "job_stage:train_compute_seconds:median{rate}",
                  ("job_id", "stage"),
                  "median over the ranks of a stage of their mean compute time"),
-        Recorded("compute_ratio", "job_rank:train_compute_seconds:ratio_to_median{rate}", _RANK,
+        Recorded("compute_ratio", "job_rank:train_compute_seconds:ratio_to_median{rate}", _RANK_NODE,
                  "rank's mean compute time divided by its stage's median"),
-        Recorded("straggler_flag", "job_rank:train_straggler:flag{rate}", _RANK,
+        Recorded("straggler_flag", "job_rank:train_straggler:flag{rate}", _RANK_NODE,
                  "1 while the rank is slower than the straggler threshold, else 0"),
-        Recorded("straggler_share", "job_rank:train_straggler:share{straggler_persistence}", _RANK,
+        Recorded("straggler_share", "job_rank:train_straggler:share{straggler_persistence}", _RANK_NODE,
                  "share of the persistence window the rank was straggling (0 to 1)"),
         Recorded("straggler_ranks", "job:train_straggler_ranks:count{straggler_persistence}",
                  ("job_id",),

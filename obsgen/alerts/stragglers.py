@@ -7,8 +7,11 @@ least. The slow rank is found from its local compute time before the collective
 (``train_compute_seconds``): each rank's mean over the rate window is compared with the
 median of the ranks of the same pipeline stage (stages do different work, ranks of one
 stage do the same work). A rank whose mean is above ``thresholds.straggler_ratio`` times
-that median is *straggling*. Ranks are grouped by rank, never by instance, pod or node:
-a restarted rank is one rank across its old and new processes.
+that median is *straggling*. Ranks are grouped by rank and the host they run on (the
+``node`` label every series of ``obsgen.instrument`` carries), never by instance or pod:
+a rank restarted on its host is one series across its old and new processes, and the
+alert names the host without a join over every rank at each evaluation. A rank moved to
+another host starts anew there: the slowness it had belonged to the old host.
 
 Detection latency: a rank that turns 20% slower straggles once more than half of the
 rate window is slow (about 2.6 minutes with 5m) and is persistent once it straggled in
@@ -61,7 +64,7 @@ NAME = "stragglers"
 
 
 def build(c: Ctx) -> Family:
-    rank = (L.job_id, L.rank, L.stage)
+    rank = (L.job_id, L.rank, L.stage, L.node)
     rate, persist = c.w("rate"), c.w("straggler_persistence")
     pct = f"{(c.cfg['thresholds']['straggler_ratio'] - 1) * 100:g}%"
     fraction = c.t("straggler_persistent_fraction")
@@ -76,16 +79,16 @@ def build(c: Ctx) -> Family:
     measured_since = (f"{c.on(L.job_id, L.stage)} count_over_time({c.r(R.compute_median)}"
                       f"[{duration(slice_)}]{f' offset {duration(back)}' if back else ''}) > 0")
     rules = (
-        # Only ranks that export their compute time now: a rate window outlives its series
-        # by the window, and a lost rank's last minutes (a warm-up the others left behind)
-        # would make it look slow for minutes after it died.
+        # Only ranks that export their compute time now, on the host they run on now: a
+        # rate window outlives its series by the window, and a lost or moved rank's last
+        # minutes (a warm-up the others left behind) would make it look slow for minutes.
         Record(c.rname(R.compute_mean), expr(f"""
             (
               sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_sum', rate)})
               /
               (sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_count', rate)}) > 0)
             )
-            and {c.on(L.job_id, L.rank)} {c.m(M.train_compute_seconds, '_count')}
+            and {c.on(L.job_id, L.rank, L.node)} {c.m(M.train_compute_seconds, '_count')}
         """)),
         Record(c.rname(R.compute_median), expr(f"""
             quantile {c.by(L.job_id, L.stage)} (0.5, {c.r(R.compute_mean)})
@@ -104,28 +107,28 @@ def build(c: Ctx) -> Family:
         """)),
         # The window of every rank's flag is read once per evaluation, here; the alerts
         # and the transient count read this share (a rank straggled at some point in the
-        # window when its share is above 0).
+        # window when its share is above 0). The share is of the evaluations of the rank's
+        # stage in the window, not of the rank's own: a rank that came up on another host
+        # minutes ago has straggled there for those minutes, not for most of the window.
         Record(c.rname(R.straggler_share), expr(f"""
-            avg_over_time({c.r(R.straggler_flag)}[{persist}])
+            sum_over_time({c.r(R.straggler_flag)}[{persist}])
+            / {c.join((L.job_id, L.stage))}
+            count_over_time({c.r(R.compute_median)}[{persist}])
         """)),
+        # Ranks that straggled at some point in the window (share above 0) but not in most
+        # of it, the share read once (a rank moved between hosts counts once).
         Record(c.rname(R.straggler_ranks), expr(f"""
             count {c.by(L.job_id)} (
-              max {c.by(L.job_id, L.rank)} ({c.r(R.straggler_share)}) > 0
-              unless {c.on(L.job_id, L.rank)}
-              max {c.by(L.job_id, L.rank)} ({c.r(R.straggler_share)}) > {fraction}
+              max {c.by(L.job_id, L.rank)} ({c.r(R.straggler_share)}) > 0 <= {fraction}
             )
         """)),
         Alert(
             name="Train_Straggler_Persistent",
             expr=expr(f"""
-                (
-                  {c.r(R.compute_ratio)}
-                  and
-                  {c.r(R.straggler_share)} > {fraction}
-                  and {measured_since}
-                )
-                * {c.join((L.job_id, L.rank), (L.node,))}
-                {c.current_node(c.m(M.train_world_size))}
+                {c.r(R.compute_ratio)}
+                and
+                {c.r(R.straggler_share)} > {fraction}
+                and {measured_since}
             """),
             for_="0s",
             severity="warning",

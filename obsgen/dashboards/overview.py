@@ -34,7 +34,6 @@ def build(env) -> View:
     ratio = q.r(R.compute_ratio, rank=True, stage=True)
     firing = q.m(M.ALERTS, match={L.alertstate: "firing"},
                  regex={L.alertname: "|".join(env.alerts)})
-    current_node = q.c.current_node(q.m(M.train_world_size, rank=True))
 
     def gpu_increase(metric, window=RATE):
         return (f"sum {q.by(*job)} (\n  increase({q.m(metric)}[{window}])\n"
@@ -134,8 +133,8 @@ def build(env) -> View:
         Panel(TABLE, f"Slowest {top_n} ranks now", "Ranks with the highest compute time / "
               f"stage median, with their node. Healthy: all below {number(ratio_limit)}.",
               u.NoUnit,
-              (Query(f"topk({top_n}, {ratio})\n* {q.join((L.job_id, L.rank), (L.node,))}\n{current_node}",
-                     instant=True, table=True),),
+              # the ratio carries the node the rank runs on: no join over every rank
+              (Query(f"topk({top_n}, {ratio})", instant=True, table=True),),
               width=8, height=10, decimals=3,
               steps=(Step(None, GREEN), Step(ratio_limit, ORANGE)),
               columns=((q.rank, "rank"), (q.stage, "stage"), (q.c.l(L.node), "node"),

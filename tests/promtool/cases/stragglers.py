@@ -33,6 +33,17 @@ lost_warm = Job(job_id=JOB, faults=(RankLoss(ranks=(7,), at=3.5 * MIN, hang=Fals
                                     SlowRank(rank=3, factor=1.2, start=15 * MIN)))
 slow_start = Job(job_id=JOB, faults=(SlowRank(rank=3, factor=1.2, start=0, end=3 * MIN),
                                      SlowRank(rank=5, factor=1.2, start=0, end=3 * MIN)))
+# every rank comes back on another host at minute 43; rank 3 is 20% slower from then on
+moved = Job(job_id=JOB, faults=(Restart(at=40 * MIN, gap=3 * MIN),
+                                SlowRank(rank=3, factor=1.2, start=43 * MIN)))
+
+
+def moved_straggler(minute: float) -> Fired:
+    hosts = -(-moved.ranks // moved.ranks_per_node)  # the restart's hosts follow the first's
+    node = f"gpu-node-{3 // moved.ranks_per_node + hosts:03d}"
+    return Fired({"job_id": JOB, "rank": "3", "stage": "0", "node": node},
+                 ratio(moved, 3, minute))
+
 
 CASES = {
     "a healthy job with warm-up fires no straggler": Case(
@@ -66,6 +77,11 @@ CASES = {
     "two ranks slower only in the job's first 3 minutes are not judged before the stage has "
     "a full rate window, and fire nothing": Case(
         [slow_start], 45, [Never(P), Never(T)]),
+    "a rank slow from the restart that moved it to another host fires Persistent only once it "
+    "straggled there for most of the window, not on its few minutes since": Case(
+        [moved], 80,
+        [Never(P, end=58), At(70, P, (moved_straggler(70),)),
+         At(80, P, (moved_straggler(80),)), Never(T)]),
     "a restart with a 3-minute gap, counter resets and new instances fires no straggler": Case(
         [Job(job_id=JOB, faults=(Restart(at=40 * MIN, gap=3 * MIN),))], 80,
         [Never(P), Never(T)]),
