@@ -54,10 +54,11 @@ def render_family(family: str) -> str:
         names.extend(r for r in getattr(registry.by_name()[name], "REQUIRES", ()) if r not in names)
     docs = [yaml.safe_load(files[f"rules/{n}.yaml"]) for n in names]
     exprs = [r["expr"] for d in docs for g in d["groups"] for r in g["rules"]]
-    cases = importlib.import_module(f"tests.promtool.cases.{family}").CASES
+    module = importlib.import_module(f"tests.promtool.cases.{family}")
     return support.build_file(
-        family, [f"../../rules/{n}.yaml" for n in names], docs, reads(exprs, cfg), cases,
-        source=f"tests/promtool/cases/{family}.py (python -m tests.promtool.build)")
+        family, [f"../../rules/{n}.yaml" for n in names], docs, reads(exprs, cfg), module.CASES,
+        source=f"tests/promtool/cases/{family}.py (python -m tests.promtool.build)",
+        group_eval_order=getattr(module, "GROUP_EVAL_ORDER", None))
 
 
 def families() -> list[str]:

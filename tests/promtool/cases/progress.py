@@ -12,6 +12,10 @@ from ._hw import MIN, scrapes, series, step_baseline, step_mean
 # or after this one (promtool, like Prometheus, does not order groups): read them as of the
 # previous evaluation; the alert prints the ratio to one decimal, which either order gives.
 LAG = 30
+# This group first: the ranks family's records it reads are one evaluation (LAG) old, the
+# most they can be in a live ruler, where groups run on their own schedules. Without an
+# order promtool picks one per run, and the ETA's value moves by those 30 s.
+GROUP_EVAL_ORDER = ["obsgen-progress", "obsgen-ranks", "obsgen-recovery", "obsgen-checkpoints"]
 
 SR, ETA = "Train_StepTime_Regression", "Train_ETA_Slip"
 JOB, OTHER = "llm-pretrain-a", "llm-pretrain-b"
@@ -30,7 +34,8 @@ def regression(f: Fleet, minute: float) -> Fired:
 
 def slip(f: Fleet, minute: float, job_id: str) -> Fired:
     scr = scrapes(f, minute)
-    t = read = minute * MIN  # the ETA reads the scraped series in its own group
+    t = minute * MIN
+    read = t - LAG  # the ETA reads the ranks family's records, one evaluation behind here
     current = max(v for _, v in series(scr, read, M.train_current_step.key, **{L.job_id.key: job_id}))
     planned = max(v for _, v in series(scr, read, M.train_planned_steps.key, **{L.job_id.key: job_id}))
     remaining = (planned - current) * step_mean(scr, read, job_id)
