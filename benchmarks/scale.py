@@ -491,7 +491,8 @@ def main(argv=None) -> int:
                          "build/bench, build/bench-quick with --quick, so make e2e's quick run "
                          "cannot delete the shards of a full run under way")
     ap.add_argument("--results", type=Path, default=None,
-                    help="JSON results (default: benchmarks/results.json, quick: under --work)")
+                    help="JSON results (default: benchmarks/results.json, quick: under --work); "
+                         "given, RESULTS.md and scale.png are written beside it")
     ap.add_argument("--report", action="store_true", help="only rewrite the report from --results")
     ap.add_argument("--keep", action="store_true", help="keep the TSDBs under --work")
     ap.add_argument("--reuse", action="store_true",
@@ -505,8 +506,11 @@ def main(argv=None) -> int:
     sizes = (QUICK,) if args.quick else tuple(args.ranks or SIZES)
     repeats = args.repeats
     results_path = args.results or (args.work / "quick.json" if args.quick else HERE / "results.json")
+    # the committed report sits beside the committed results; --results elsewhere (an
+    # experiment) gets its report beside it, and benchmarks/RESULTS.md is left alone
+    report_dir = results_path.parent if args.results else HERE
     if args.report:
-        report.write(json.loads(results_path.read_text()), HERE)
+        report.write(json.loads(results_path.read_text()), report_dir)
         return 0
     t0 = time.monotonic()
     args.work.mkdir(parents=True, exist_ok=True)
@@ -529,7 +533,7 @@ def main(argv=None) -> int:
         bad = report.errors(results)
         print(f"quick benchmark: {time.monotonic() - t0:.0f} s", file=sys.stderr)
         return 1 if bad else 0
-    report.write(results, HERE)
+    report.write(results, report_dir)
     print(report.summary(results))
     return 1 if report.errors(results) else 0
 
