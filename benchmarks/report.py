@@ -270,39 +270,36 @@ def findings(ss: list[dict]) -> list[str]:
            "(or with `metric_relabel_configs`) and exporting per-host aggregates for "
            "dashboard-only signals (the issue's \"pre-aggregation per node\") are the levers "
            "that shrink every number here; both are outside the rules.",
-           "- The straggler family reads each rank's flag window once per evaluation "
-           "(`job_rank:train_straggler:share30m`; the fixtures passed unchanged) and, since, "
-           "checks that the job is older than the persistence window from the per-stage "
-           "median (a few series per job), judges only ranks that export their compute time "
-           "now (a join per rank: a lost rank's rate window outlived it and made it look "
-           "slow) and only once the stage has a full rate window (the first window's "
-           "extrapolation differs between `_sum` and `_count`). The last two are correctness, "
-           "found by the end-to-end tests on a loaded machine, and paid for. Before (the family "
-           "before the share, without any of these) / after is "
-           + "; ".join(_before_after_ratio(s) for s in ss) + ". What the "
-           "family spends is the per-rank rate of `_sum`/`_count`, the presence join and the "
-           "join that labels an alert with its node, not the flag window.",
-           "- Long windows from job-level and sparse records: `obsgen-checkpoints` and "
-           "`obsgen-recovery` took an hour's rate of two counters per rank at every "
-           "evaluation, `obsgen-gpus` an hour of two DCGM signals per GPU. They now record "
-           "the rate window per job (checkpoint seconds, training seconds, checkpoint bytes) "
-           "or, per GPU, only for GPUs that had an event, and take the long window over those "
-           "records; the alerts' fixtures passed unchanged. Samples read per evaluation at "
-           f"{N:,} ranks: " + _samples_before_after(big, ("obsgen-checkpoints", "obsgen-recovery",
-                                                       "obsgen-gpus")) + ". Time, before / "
-           "after: checkpoints and recovery together "
-           + "; ".join(_before_after_ratio(s, ("obsgen-checkpoints", "obsgen-recovery"))
-                       for s in ss)
-           + "; gpus " + "; ".join(_before_after_ratio(s, ("obsgen-gpus",)) for s in ss)
-           + ". Samples alone were not what the GPU group spent: a first version with only "
-           "the sparse records measured 914 ms before and 928 ms after at 4,096 ranks (an "
-           "earlier run); the per-GPU set operations were (the XID code list compared with "
-           "one `or` per code over every GPU's gauge). Comparing the codes only on the GPUs "
-           "whose code changed is what this run measures.",
+           "- Joins over every rank for one label: `Train_Straggler_Persistent` named the "
+           "host of a slow rank by joining every rank's newest `train_world_size` (a read, a "
+           "`timestamp`, a `topk` and a `max` per rank at every evaluation, for the one rank "
+           "that fires); the straggler records now keep the `node` label every series of "
+           "`obsgen.instrument` carries, so the alert and the overview's top-N table need no "
+           "join, and the transient count reads the share once (`> 0 <= 0.5`, not a second "
+           "read and an `unless`). A rank moved to another host starts a new series there; its "
+           "share is of the stage's evaluations in the window, not its own, so a few minutes on "
+           "a new host are not \"most of the window\" (a fixture fails on the version that "
+           "averaged the rank's own samples). Straggler family before / after: "
+           + "; ".join(_before_after_ratio(s) for s in ss) + ".",
+           "- Job-level facts read once: the ETA read four series of every rank (planned and "
+           "current step, step-time sum and count) that the ranks family already records per "
+           "job; it now multiplies those three records (one evaluation older at most, 30 s "
+           "against a 30m `for`; its fixture reads them one interval back). Progress before / "
+           "after: " + "; ".join(_before_after_ratio(s, ("obsgen-progress",)) for s in ss) + ".",
            "- The late-arrival family (`obsgen-nccl`) reads 15 minutes of two counters per "
-           "rank and parallel group; it is the costliest group per rank. The next lever: a "
-           "5-minute ratio recorded per rank and group, with the 15-minute persistence moved "
-           "into `for:` (a third of the samples, a stricter alert); not done here.",
+           "rank and collective (op, group): 12 series per rank here, the costliest group per "
+           "rank. Samples are not what it spends: at 1,024 ranks `increase(...[15m])` over "
+           "those counters cost 29 ms and `increase(...[5m])` 24 ms against 20 ms for the bare "
+           "selector (one-off measurement on this benchmark's TSDB), so a 5-minute ratio with "
+           "the persistence in `for:` would save about a sixth. What would halve it is fewer "
+           "series: the exporter counting aligned and last arrivals per (rank, group) instead "
+           "of per (rank, op, group) (no rule or panel reads the op of these two counters); a "
+           "contract change of the sidecar, not done here.",
+           "- Earlier changes, measured in earlier runs (`git log benchmarks/RESULTS.md`): the "
+           "straggler flag window read once per evaluation (`share30m`); `obsgen-checkpoints` "
+           "and `obsgen-recovery` from job-level records of the rate window instead of an "
+           "hour of every rank's counters (1.87x at 4,096 ranks); `obsgen-gpus` from sparse "
+           "per-GPU event records (1.38x at 4,096 ranks).",
            "- Tried and not merged: a recording-rule family that pre-aggregates every "
            "dashboard panel per job (on the code before issue 9, a local experiment not kept "
            "in the repository). Measured once at 4,096 ranks on this machine, on the "
