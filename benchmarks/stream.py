@@ -32,6 +32,7 @@ from typing import IO, Iterable
 
 from obsgen import plan, synth
 from obsgen.contract import DEFAULT_BUCKETS, L, M, METRICS
+from obsgen.nccl.inspector import SYMMETRIC
 
 # A fixed timeline, so data, and every query result, are the same in every run. BASE is a
 # multiple of 2 h: the ranks' window [END - 72m, END] lies inside one TSDB block range.
@@ -156,6 +157,12 @@ class Bench:
         return tuple(out)
 
     @property
+    def aligned_groups(self) -> tuple[str, ...]:
+        """Groups whose collectives the sidecar aligns (all-reduce, all-gather,
+        reduce-scatter: they complete together; PP's send/recv do not)."""
+        return tuple(dict.fromkeys(g for op, g in self.collectives if op in SYMMETRIC))
+
+    @property
     def groups(self) -> dict[str, int]:
         """Parallel groups and their sizes (the NCCL communicators a rank is in)."""
         out = {"dp": max(1, self.ranks // (self.tp * self.pp))}
@@ -175,6 +182,8 @@ class Bench:
             out[h.name + "_count"] = out.get(h.name + "_count", 0) + 1
         for name in _PAIR_COUNTERS:
             out[name] = len(self.collectives)
+        for name in _GROUP_COUNTERS:
+            out[name] = len(self.aligned_groups)
         out[M.nccl_communicator_ranks.key] = len(self.groups)
         for name in _SIDECAR_HISTS:  # per host and (op, group)
             n = len(bounds(name)) + 2
@@ -212,8 +221,9 @@ _HCAS = 8  # one InfiniBand HCA per GPU (rail-optimised hosts)
 # The NCCL sidecar (obsgen nccl-exporter): per rank and (op, group) counters; per host (one
 # sidecar per host) the aligned collectives' skew and tail histograms and its own health.
 _PAIR_COUNTERS = (M.nccl_collective_bytes_total.key, M.nccl_collective_bus_bytes_total.key,
-                  M.nccl_collective_aligned_total.key, M.nccl_collective_last_arrival_total.key,
                   M.obsgen_nccl_collectives_unrecorded_total.key)
+# per rank and group, every op of the group together, for the groups it aligns
+_GROUP_COUNTERS = (M.nccl_collective_aligned_total.key, M.nccl_collective_last_arrival_total.key)
 _SIDECAR_HISTS = (M.nccl_collective_arrival_skew_seconds.key, M.nccl_collective_tail_seconds.key)
 _SIDECAR_JOB = (M.obsgen_nccl_records_total.key, M.obsgen_nccl_parse_errors_total.key,
                 M.obsgen_nccl_alignment_pending.key, M.obsgen_nccl_files.key)
@@ -500,23 +510,30 @@ class Writer:
             for r in ranks:
                 self._emit(fh, name, f"{name}{{{labels[r]}}}", tails)
         t = self._times(M.nccl_collective_bytes_total.key)
+        def calls(group: str) -> int:
+            return 1 if group == "dp" else 2 * b.microbatches if group == "pp" else 64
+
         for name in _PAIR_COUNTERS:
             t = self._times(name)
             for op, group in b.collectives:
-                calls = 1 if group == "dp" else 2 * b.microbatches if group == "pp" else 64
                 size = {"dp": 2 * 2**30 // b.groups["dp"], "tp": 2**24, "pp": 2**21}[group]
-                per_step = {M.nccl_collective_bytes_total.key: calls * size,
-                            M.nccl_collective_bus_bytes_total.key: 2 * calls * size,
-                            M.nccl_collective_aligned_total.key: calls,
-                            M.obsgen_nccl_collectives_unrecorded_total.key: 0}.get(name)
+                per_step = {M.nccl_collective_bytes_total.key: calls(group) * size,
+                            M.nccl_collective_bus_bytes_total.key: 2 * calls(group) * size,
+                            M.obsgen_nccl_collectives_unrecorded_total.key: 0}[name]
+                tails = self._steps_tail(t, per_step)
                 for r in ranks:
-                    if per_step is None:  # last arrivals: the straggler arrives last
-                        tails = (self._steps_tail(t, calls) if r == b.slow_rank
-                                 else self._const("0", t))
-                    else:
-                        tails = self._steps_tail(t, per_step)
                     self._emit(fh, name, f'{name}{{{labels[r]},{L.op.key}="{op}",'
                                          f'{L.group.key}="{group}"}}', tails)
+        for name in _GROUP_COUNTERS:
+            t = self._times(name)
+            for group in b.aligned_groups:
+                n = sum(calls(g) for op, g in b.collectives if g == group and op in SYMMETRIC)
+                for r in ranks:
+                    if name == M.nccl_collective_aligned_total.key:
+                        tails = self._steps_tail(t, n)
+                    else:  # last arrivals: the straggler arrives last
+                        tails = self._steps_tail(t, n) if r == b.slow_rank else self._const("0", t)
+                    self._emit(fh, name, f'{name}{{{labels[r]},{L.group.key}="{group}"}}', tails)
         name = M.nccl_communicator_ranks.key
         t = self._times(name)
         for group, size in b.groups.items():

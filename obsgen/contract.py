@@ -102,6 +102,10 @@ LABELS: dict[str, Label] = {
 _JRS = ("job_id", "rank", "stage")
 _DCGM = ("UUID", "gpu", "Hostname", "pod", "namespace", "container")
 _JROG = ("job_id", "rank", "op", "group")
+# The alignment counters are per parallel group, all its ops together (no rule or panel
+# reads them by op, and per op they were one series per collective type of the group), and
+# name the host of the rank's records, so the late-arrival alert needs no join for it.
+_JRGN = ("job_id", "rank", "group", "node")
 # Buckets of the NCCL sidecar's time histograms (duration, arrival skew, tail): 10 us .. 10 s,
 # 1-2.5-5 per decade. Kernel times below 10 us are launch overhead, not transfer.
 NCCL_SECONDS_BUCKETS = (1e-05, 2.5e-05, 5e-05, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
@@ -242,14 +246,14 @@ METRICS: dict[str, Metric] = {
         Metric("nccl_bus_bandwidth_gbytes_per_second", HISTOGRAM, _JROG, "GB/s",
                "bus bandwidth of each recorded collective (Inspector coll_busbw_gbs)",
                NCCL_EXPORTER, NCCL_BUSBW_BUCKETS),
-        Metric("nccl_collective_aligned_total", COUNTER, _JROG, "collectives",
-               "collectives this rank took part in that the exporter joined across every "
-               "rank of the communicator (by communicator, op and coll_sn)",
+        Metric("nccl_collective_aligned_total", COUNTER, _JRGN, "collectives",
+               "collectives of the group (every op) this rank took part in that the exporter "
+               "joined across every rank of the communicator (by communicator, op and coll_sn)",
                NCCL_EXPORTER),
-        Metric("nccl_collective_last_arrival_total", COUNTER, _JROG, "collectives",
-               "aligned collectives in which this rank arrived last, by more than the "
-               "exporter's arrival resolution (the critical rank of that collective)",
-               NCCL_EXPORTER),
+        Metric("nccl_collective_last_arrival_total", COUNTER, _JRGN, "collectives",
+               "aligned collectives of the group (every op) in which this rank arrived last, by "
+               "more than the exporter's arrival resolution (the critical rank of that "
+               "collective)", NCCL_EXPORTER),
         Metric("nccl_collective_arrival_skew_seconds", HISTOGRAM, ("job_id", "op", "group"),
                "seconds", "aligned collectives: latest minus earliest arrival of the ranks, "
                "from each rank's kernel time (host clocks are not used)",
@@ -405,7 +409,7 @@ RECORDED: dict[str, Recorded] = {
         # nccl
         Recorded("late_arrival_ratio",
                  "job_rank_group:nccl_collective_last_arrival:ratio{late_arrival}",
-                 ("job_id", "rank", "group"),
+                 ("job_id", "rank", "group", "node"),
                  "share of the aligned collectives of a group the rank took part in that it "
                  "arrived last in (only when enough were aligned)"),
     )

@@ -44,6 +44,15 @@ class Shape:
         reduce-scatter; PP send and recv; EP all-to-all."""
         return 1 + 3 * (self.tp > 1) + 2 * (self.pp > 1) + (self.ep > 1)
 
+    def groups(self) -> int:
+        """Parallel groups (communicators) a rank is in: DP, and TP, PP, EP when used."""
+        return 1 + (self.tp > 1) + (self.pp > 1) + (self.ep > 1)
+
+    def aligned_groups(self) -> int:
+        """Groups whose collectives the sidecar aligns across ranks (those of all-reduce,
+        all-gather and reduce-scatter, which complete together): DP, and TP when used."""
+        return 1 + (self.tp > 1)
+
 
 @dataclass(frozen=True)
 class Line:
@@ -75,8 +84,12 @@ def _fan_out(m: contract.Metric, s: Shape) -> int:
     n = 1
     if L.phase.key in m.labels:
         n *= 2
-    if L.group.key in m.labels:
+    if L.op.key in m.labels:
         n *= s.collectives()
+    elif m in (M.nccl_collective_aligned_total, M.nccl_collective_last_arrival_total):
+        n *= s.aligned_groups()
+    elif L.group.key in m.labels:
+        n *= s.groups()
     if L.device.key in m.labels:
         n *= s.hcas_per_host
     return n

@@ -28,7 +28,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from .contract import DEFAULT_BUCKETS, L, M
+from .contract import DEFAULT_BUCKETS, L, M, METRICS
 
 STALE = "stale"
 
@@ -504,7 +504,11 @@ class _Sim:
 
     def _ninc(self, rank: int, name: str, by: float) -> None:
         nc = self.j.nccl
-        key = self._nkey(rank, name, **{L.op.key: nc.op, L.group.key: nc.group})
+        labels = {L.op.key: nc.op, L.group.key: nc.group}
+        if L.op.key not in METRICS[name].labels:  # the alignment counters: per group, on
+            del labels[L.op.key]                  # the host of the rank's records
+            labels[L.node.key] = self._nnode(rank)
+        key = self._nkey(rank, name, **labels)
         self.ncounters[key] = self.ncounters.get(key, 0.0) + by
 
     def nccl_advance(self, steps: int, means: list[float], t: float) -> None:
@@ -536,11 +540,15 @@ class _Sim:
                     self._ninc(r, m.key, 0)
         out = dict(self.ncounters)
         for r in range(j.ranks):
-            node = r // j.ranks_per_node + self.gen * -(-j.ranks // j.ranks_per_node)
             size = min(j.ranks_per_node, j.ranks - r // j.ranks_per_node * j.ranks_per_node)
             out[self._nkey(r, M.nccl_communicator_ranks.key, **{
-                L.group.key: nc.group, L.node.key: f"gpu-node-{node:03d}"})] = float(size)
+                L.group.key: nc.group, L.node.key: self._nnode(r)})] = float(size)
         return out
+
+    def _nnode(self, rank: int) -> str:
+        """The host the exporter names for a rank: where its process runs now."""
+        j = self.j
+        return f"gpu-node-{rank // j.ranks_per_node + self.gen * -(-j.ranks // j.ranks_per_node):03d}"
 
     def scrape_at(self, t: float) -> Scrape:
         """The scrape at time ``t`` (later than the previous call's): the job trains from the

@@ -38,8 +38,8 @@ class Truth:
     """What happened, for the tests to compare the exporter with."""
     records: int = 0
     bytes: dict = field(default_factory=dict)  # (rank, op, group) -> bytes
-    last: dict = field(default_factory=dict)  # (rank, op, group) -> collectives it was last in
-    aligned: dict = field(default_factory=dict)  # (rank, op, group) -> collectives written by all
+    last: dict = field(default_factory=dict)  # (rank, group) -> collectives it was last in
+    aligned: dict = field(default_factory=dict)  # (rank, group) -> collectives written by all
     skews_us: dict = field(default_factory=dict)  # group -> true skew of its aligned collectives
     naive_last: dict = field(default_factory=dict)  # last by host start timestamps (wrong w/ offsets)
     unrecorded: dict = field(default_factory=dict)  # (rank, op, group) -> collectives not written
@@ -149,9 +149,9 @@ class InspectorJob:
                 if len(written) == len(c.ranks):
                     last = max(c.ranks, key=lambda r: arrive[r])
                     for r in c.ranks:
-                        k = (str(r), op, c.group)
+                        k = (str(r), c.group)
                         truth.aligned[k] = truth.aligned.get(k, 0) + 1
-                    k = (str(last), op, c.group)
+                    k = (str(last), c.group)
                     truth.last[k] = truth.last.get(k, 0) + 1
                     truth.skews_us.setdefault(c.group, []).append(
                         max(arrive.values()) - min(arrive.values()))

@@ -203,7 +203,6 @@ def test_every_series_a_measured_query_reads_is_generated():
 
 def test_a_rank_publishes_what_obsgen_plan_counts_for_the_same_shape():
     from obsgen import plan
-    from obsgen.contract import METRICS
     for b in (_tiny(), stream.Bench(256), stream.Bench(64, pp=1, tp=1)):
         lines = plan.plan(b.shape)
         # rank 0 exports these after a restart only; the benchmark job never restarted
@@ -218,19 +217,9 @@ def test_a_rank_publishes_what_obsgen_plan_counts_for_the_same_shape():
         for name, per in per_rank.items():
             ours = sum(v for k, v in mine.items()
                        if k == name or k in (name + "_bucket", name + "_sum", name + "_count"))
-            labels = METRICS[name].labels
-            if "group" in labels and "op" not in labels:
-                # plan fans every group-labelled metric out by (op, group) pairs; one
-                # labelled by group alone has a series per group (dp, tp, pp)
-                assert ours == len(b.groups), (b.shape, name)
-                continue
             assert ours == per, (b.shape, name)
         for name, per in per_host.items():
             ours = b.ranks_per_node * sum(
                 v for k, v in mine.items()
                 if k == name or k in (name + "_bucket", name + "_sum", name + "_count"))
-            labels = METRICS[name].labels
-            if "group" in labels and "op" not in labels:  # as above
-                assert ours == len(b.groups), (b.shape, name)
-                continue
             assert ours == per, (b.shape, name)

@@ -38,13 +38,27 @@ def exporter(d: Path, clock=None, **kw) -> Exporter:
 
 
 def per_rank(e: Exporter, field: str) -> dict:
+    """A per-(rank, op, group) field of the store (bytes, unrecorded, ...), zeros left out."""
     return {k: getattr(s, field) for k, s in e.store.ranks.items() if getattr(s, field)}
+
+
+def per_group(e: Exporter, field: str) -> dict:
+    """An alignment counter (aligned, last) per (rank, group), zeros left out; every rank
+    of these jobs stays on its host, so (rank, group) names one series."""
+    out = {}
+    for (rank, group, node), a in e.store.alignment.items():
+        assert node == e.store.nodes[rank] != "", (rank, group, node)
+        if getattr(a, field):
+            assert (rank, group) not in out
+            out[(rank, group)] = getattr(a, field)
+    return out
 
 
 def counters(e: Exporter) -> dict:
     snap = e.store.snapshot()
     return {"records": snap["records"], "errors": snap["parse_errors"],
-            "ranks": sorted(map(repr, snap["ranks"])), "groups": sorted(map(repr, snap["groups"]))}
+            "ranks": sorted(map(repr, snap["ranks"])), "groups": sorted(map(repr, snap["groups"])),
+            "alignment": sorted(map(repr, snap["alignment"]))}
 
 
 # following files ------------------------------------------------------------------------
@@ -156,9 +170,9 @@ def test_the_late_rank_is_last_in_every_collective_whatever_the_host_clocks(late
     d, job, truth = late_job
     e = exporter(d)
     e.drain()
-    last = per_rank(e, "last")
-    assert last[("5", "AllReduce", "tp")] == last[("5", "AllReduce", "dp")] == 40
-    assert per_rank(e, "aligned") == truth.aligned
+    last = per_group(e, "last")
+    assert last[("5", "tp")] == last[("5", "dp")] == 40
+    assert per_group(e, "aligned") == truth.aligned
     # The fixture's offsets are large enough to matter: ordering by host start
     # timestamps would blame the other host's rank for every DP collective of rank 5.
     assert truth.naive_last.get(("5", "AllReduce", "dp"), 0) == 0
@@ -207,7 +221,7 @@ def test_ranks_arriving_within_the_resolution_name_no_last_arrival(tmp_path):
     truth = job.run(tmp_path, steps=30)
     e = exporter(tmp_path)
     e.drain()
-    assert per_rank(e, "aligned") == truth.aligned and per_rank(e, "last") == {}
+    assert per_group(e, "aligned") == truth.aligned and per_group(e, "last") == {}
 
 
 def test_host_side_timing_is_counted_but_not_aligned(tmp_path):
@@ -216,7 +230,7 @@ def test_host_side_timing_is_counted_but_not_aligned(tmp_path):
     truth = job.run(tmp_path, steps=10)
     e = exporter(tmp_path)
     assert e.drain() == truth.records
-    assert per_rank(e, "aligned") == {} and e.store.groups == {}
+    assert per_group(e, "aligned") == {} and e.store.groups == {}
 
 
 def test_unrecorded_collectives_are_counted_from_sequence_gaps_and_never_aligned(tmp_path):
@@ -228,7 +242,7 @@ def test_unrecorded_collectives_are_counted_from_sequence_gaps_and_never_aligned
     e.drain()
     assert per_rank(e, "unrecorded") == truth.unrecorded == {
         ("5", "AllReduce", "tp"): 3, ("5", "AllReduce", "dp"): 3}
-    assert e.store.ranks[("5", "AllReduce", "tp")].aligned == 17
+    assert per_group(e, "aligned")[("5", "tp")] == 17
     assert e.store.pending == 6  # the other ranks' records of those collectives wait...
     clock.t += 61
     e.step()
@@ -267,7 +281,7 @@ def test_a_communicator_with_ranks_on_an_invisible_node_stops_being_held(tmp_pat
         p.unlink()
     e.drain()
     assert e.store.pending == 0  # no longer held once the timeout showed they never join
-    assert e.store.ranks[("0", "AllReduce", "tp")].aligned == 55  # node-local TP still aligns
+    assert per_group(e, "aligned")[("0", "tp")] == 55  # node-local TP still aligns
 
 
 # restarts -----------------------------------------------------------------------------
@@ -298,7 +312,30 @@ def test_a_restarted_exporter_neither_loses_nor_double_counts(tmp_path):
     assert per_rank(resumed, "bytes") == per_rank(fresh, "bytes")
     assert per_rank(resumed, "unrecorded") == {}  # sequence numbers survived the restart
     # Alignment continues too; only collectives half-joined at the crash can be missing.
-    assert per_rank(resumed, "last") == per_rank(fresh, "last")
+    assert per_group(resumed, "last") == per_group(fresh, "last")
+
+
+def test_a_state_file_with_alignment_counters_per_op_restores_them_into_their_group(late_job):
+    d, job, truth = late_job
+    e = exporter(d)
+    e.drain()
+    snap = e.store.snapshot()
+    # the state as the exporter saved it while it counted alignment per (rank, op, group)
+    # without a node: the counters in each rank's row, split over two ops of the group here
+    by_op = {}
+    for (rank, group, node), al, last in snap.pop("alignment"):
+        by_op[(rank, "AllReduce", group)] = (al - al // 2, last - last // 2)
+        by_op[(rank, "AllGather", group)] = (al // 2, last // 2)
+    rows = [[k, *rest[:-1], *by_op.pop(tuple(k), (0, 0)), rest[-1]] for k, *rest in snap["ranks"]]
+    rows += [[list(k), [0] * len(snap["ranks"][0][1]), 0.0, 0.0, 0.0,
+              [0] * len(snap["ranks"][0][5]), 0.0, al, last, 0] for k, (al, last) in by_op.items()]
+    old = Exporter(Options(dump_dir=d, state_file=d.parent / "old.state", job_id=e.store.job_id))
+    old.store.restore({**snap, "ranks": rows})
+    assert old.store.alignment == {}  # no node yet: placed when the ranks' records come
+    for (rank, group, node), n in e.store.comm_ranks.items():  # what their records name
+        old.store.communicator(rank, group, node, n)
+    assert per_group(old, "aligned") == per_group(e, "aligned") == truth.aligned
+    assert per_group(old, "last") == per_group(e, "last")
 
 
 def test_state_of_another_job_is_not_restored(tmp_path):
@@ -347,7 +384,8 @@ def test_the_cli_once_prints_the_metrics_and_a_missing_dump_dir_exits_2(late_job
     assert main(["nccl-exporter", "--once", "--dump-dir", str(d), "--state-file",
                  str(d.parent / "cli.state")]) == 0
     out = capsys.readouterr().out
-    assert 'nccl_collective_last_arrival_total{group="tp",job_id="llm-pretrain-a",op="AllReduce",rank="5"} 40.0' in out
+    assert ('nccl_collective_last_arrival_total{group="tp",job_id="llm-pretrain-a",'
+            'node="gpu-node-001",rank="5"} 40.0') in out
     monkeypatch.delenv("NCCL_INSPECTOR_DUMP_DIR", raising=False)
     assert main(["nccl-exporter", "--once"]) == 2
     assert "--dump-dir" in capsys.readouterr().err

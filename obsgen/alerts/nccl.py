@@ -20,6 +20,10 @@ rank plus one five-minute burst of a rotating slowdown crosses it, and a last ar
 that moves between ranks follows the workload, not the hardware. Fewer than
 ``late_arrival_min_collectives`` aligned collectives in the window judge nobody.
 
+The exporter counts per rank and group, every op of the group together, and labels the
+counters with the host the rank's records name; a rank moved to another host starts a
+new series there, judged on its own collectives.
+
 Detection latency: a rank that starts arriving last in every collective of a four-rank
 group crosses three quarters of the window after two thirds of it (10 minutes), and the
 rate extrapolation adds about one more: 11.5 minutes in the fixtures with the defaults.
@@ -47,7 +51,9 @@ NAME = "nccl"
 
 
 def build(c: Ctx) -> Family:
-    rank_group = (L.job_id, L.rank, L.group)
+    # the exporter names the host of each rank's records on its alignment counters, so the
+    # ratio carries it and the alert needs no join over every rank to say where a rank runs
+    rank_group = (L.job_id, L.rank, L.group, L.node)
     window = c.w("late_arrival")
     ratio = c.r(R.late_arrival_ratio)
     where = ("rank %s{{ with $labels.%s }} (node {{ . }}){{ end }}"
@@ -64,9 +70,7 @@ def build(c: Ctx) -> Family:
         Alert(
             name="Train_Straggler_LateArrival",
             expr=expr(f"""
-                ({ratio} > {c.t('late_arrival_fraction')})
-                * {c.join((L.job_id, L.rank), (L.node,))}
-                {c.current_node(c.m(M.nccl_communicator_ranks))}
+                {ratio} > {c.t('late_arrival_fraction')}
             """),
             for_="0s",
             severity="warning",

@@ -36,16 +36,25 @@ class _Hist:
 class _PerRank:
     """Every per-(job_id, rank, op, group) series of recorded collectives, in one object so
     a record costs one dict lookup."""
-    __slots__ = ("duration", "bytes", "bus_bytes", "busbw", "aligned", "last", "unrecorded")
+    __slots__ = ("duration", "bytes", "bus_bytes", "busbw", "unrecorded")
 
     def __init__(self):
         self.duration = _Hist(len(_SECONDS))
         self.bytes = 0.0
         self.bus_bytes = 0.0
         self.busbw = _Hist(len(_BUSBW))
-        self.aligned = 0
-        self.last = 0
         self.unrecorded = 0
+
+
+class _Aligned:
+    """The alignment counters of one (rank, group, node), every op of the group together:
+    the late-arrival rule reads them per group, and per op a 16,384-rank job had twice the
+    series to read at every evaluation. The node is the host the rank's records name."""
+    __slots__ = ("aligned", "last")
+
+    def __init__(self, aligned: int = 0, last: int = 0):
+        self.aligned = aligned
+        self.last = last
 
 
 class _PerGroup:
@@ -66,6 +75,11 @@ class Store:
         self.job_id = job_id
         self.lock = threading.Lock()
         self.ranks: dict[tuple[str, str, str], _PerRank] = {}  # (rank, op, group)
+        self.alignment: dict[tuple[str, str, str], _Aligned] = {}  # (rank, group, node)
+        self.nodes: dict[str, str] = {}  # rank -> the host its records name
+        # restored from a state file of an exporter that counted per op and had no node:
+        # moved to the rank's node when its records are next seen
+        self._unplaced: dict[tuple[str, str], _Aligned] = {}
         self.groups: dict[tuple[str, str], _PerGroup] = {}  # (op, group)
         self.comm_ranks: dict[tuple[str, str, str], int] = {}  # (rank, group, node) -> n
         self.records = 0
@@ -81,11 +95,24 @@ class Store:
             s = self.ranks[key] = _PerRank()
         return s
 
+    def alignment_of(self, rank: str, group: str) -> _Aligned:
+        key = (rank, group, self.nodes.get(rank, ""))
+        a = self.alignment.get(key)
+        if a is None:
+            a = self.alignment[key] = _Aligned()
+        return a
+
     # updates (reader thread, under lock) ------------------------------------------------
     def communicator(self, rank: str, group: str, node: str, n_ranks: int) -> None:
         key = (rank, group, node)
         if self.comm_ranks.get(key, n_ranks + 1) > n_ranks:
             self.comm_ranks[key] = n_ranks
+        self.nodes[rank] = node
+        old = self._unplaced.pop((rank, group), None)
+        if old is not None:
+            a = self.alignment_of(rank, group)
+            a.aligned += old.aligned
+            a.last += old.last
 
     def record(self, s: _PerRank, exec_us: float, size: int, bus: float,
                busbw: float | None, unrecorded: int) -> None:
@@ -106,9 +133,9 @@ class Store:
     def aligned(self, op: str, group: str, ranks: list[str], last: str | None,
                 skew_s: float, tail_s: float) -> None:
         for r in ranks:
-            self.series(r, op, group).aligned += 1
+            self.alignment_of(r, group).aligned += 1
         if last is not None:
-            self.series(last, op, group).last += 1
+            self.alignment_of(last, group).last += 1
         key = (op, group)
         g = self.groups.get(key)
         if g is None:
@@ -126,8 +153,9 @@ class Store:
             "job_id": self.job_id, "records": self.records, "parse_errors": self.parse_errors,
             "incomplete": dict(self.incomplete),
             "ranks": [[list(k), s.duration.counts, s.duration.sum, s.bytes, s.bus_bytes,
-                       s.busbw.counts, s.busbw.sum, s.aligned, s.last, s.unrecorded]
+                       s.busbw.counts, s.busbw.sum, s.unrecorded]
                       for k, s in self.ranks.items()],
+            "alignment": [[list(k), a.aligned, a.last] for k, a in self.alignment.items()],
             "groups": [[list(k), g.skew.counts, g.skew.sum, g.tail.counts, g.tail.sum]
                        for k, g in self.groups.items()],
         }
@@ -137,16 +165,26 @@ class Store:
         ignored (the counters then start from zero, as after any counter reset)."""
         if snap.get("job_id") != self.job_id:
             return
-        ranks, groups = {}, {}
-        for k, dc, dsum, b, bb, wc, wsum, al, last, unrec in snap["ranks"]:
-            if len(dc) != len(_SECONDS) + 1 or len(wc) != len(_BUSBW) + 1:
+        ranks, groups, alignment, unplaced = {}, {}, {}, {}
+        for row in snap["ranks"]:
+            # a state file from before the alignment counters were per group carries them
+            # per (rank, op, group) in these rows: summed into their group and placed on
+            # the rank's node when its records are next seen, nothing lost
+            k, dc, dsum, b, bb, wc, wsum, *old, unrec = row
+            if len(dc) != len(_SECONDS) + 1 or len(wc) != len(_BUSBW) + 1 or len(old) not in (0, 2):
                 return
             s = _PerRank()
             s.duration.counts, s.duration.sum = list(dc), float(dsum)
             s.bytes, s.bus_bytes = float(b), float(bb)
             s.busbw.counts, s.busbw.sum = list(wc), float(wsum)
-            s.aligned, s.last, s.unrecorded = int(al), int(last), int(unrec)
+            s.unrecorded = int(unrec)
             ranks[tuple(k)] = s
+            if old:
+                a = unplaced.setdefault((k[0], k[2]), _Aligned())
+                a.aligned += int(old[0])
+                a.last += int(old[1])
+        for (rank, group, node), al, last in snap.get("alignment", []):
+            alignment[(rank, group, node)] = _Aligned(int(al), int(last))
         for k, sc, ssum, tc, tsum in snap["groups"]:
             if len(sc) != len(_SECONDS) + 1 or len(tc) != len(_SECONDS) + 1:
                 return
@@ -154,7 +192,8 @@ class Store:
             g.skew.counts, g.skew.sum = list(sc), float(ssum)
             g.tail.counts, g.tail.sum = list(tc), float(tsum)
             groups[tuple(k)] = g
-        self.ranks, self.groups = ranks, groups
+        self.ranks, self.groups, self.alignment = ranks, groups, alignment
+        self._unplaced = unplaced
         self.records, self.parse_errors = int(snap["records"]), int(snap["parse_errors"])
         self.incomplete = {str(k): int(v) for k, v in snap["incomplete"].items()}
 
@@ -194,8 +233,9 @@ class Collector:
         job = st.job_id
         with st.lock:
             rank_items = [(k, s.duration.counts[:], s.duration.sum, s.bytes, s.bus_bytes,
-                           s.busbw.counts[:], s.busbw.sum, s.aligned, s.last, s.unrecorded)
+                           s.busbw.counts[:], s.busbw.sum, s.unrecorded)
                           for k, s in st.ranks.items()]
+            align_items = [(k, a.aligned, a.last) for k, a in st.alignment.items()]
             group_items = [(k, g.skew.counts[:], g.skew.sum, g.tail.counts[:], g.tail.sum)
                            for k, g in st.groups.items()]
             comm_ranks = dict(st.comm_ranks)
@@ -205,15 +245,16 @@ class Collector:
             M.nccl_collective_bus_bytes_total, M.nccl_bus_bandwidth_gbytes_per_second,
             M.nccl_collective_aligned_total, M.nccl_collective_last_arrival_total,
             M.obsgen_nccl_collectives_unrecorded_total))
-        for (rank, op, group), dc, dsum, b, bb, wc, wsum, al, la, un in sorted(rank_items):
+        for (rank, op, group), dc, dsum, b, bb, wc, wsum, un in sorted(rank_items):
             labels = [job, rank, op, group]
             dur.add_metric(labels, _hist_buckets(dc, _SECONDS), dsum)
             byt.add_metric(labels, b)
             bus.add_metric(labels, bb)
             bw.add_metric(labels, _hist_buckets(wc, _BUSBW), wsum)
-            aligned.add_metric(labels, al)
-            last.add_metric(labels, la)
             unrec.add_metric(labels, un)
+        for (rank, group, node), al, la in sorted(align_items):
+            aligned.add_metric([job, rank, group, node], al)
+            last.add_metric([job, rank, group, node], la)
         yield from (dur, byt, bus, bw, aligned, last, unrec)
         skew = _family(M.nccl_collective_arrival_skew_seconds)
         tail = _family(M.nccl_collective_tail_seconds)

@@ -274,18 +274,21 @@ def test_the_dp_and_ep_panels_that_read_the_sidecar_show_the_job(stack, sidecar)
 
 def test_the_exporter_counted_every_record_the_job_wrote(stack, sidecar):
     """Last: the job stops writing; what Prometheus scraped is what the job wrote, per
-    rank, op and group, and the one malformed line was counted and skipped."""
+    rank, op and group (the alignment per rank and group), and the one malformed line was
+    counted and skipped."""
     truth = sidecar["writer"].stop()
 
-    def scraped(metric: str) -> dict:
-        return {(s["metric"]["rank"], s["metric"]["op"], s["metric"]["group"]): float(s["value"][1])
+    def scraped(metric: str, *labels: str) -> dict:
+        return {tuple(s["metric"][k] for k in labels): float(s["value"][1])
                 for s in stack.prom.query(f'{metric}{{job_id="{JOB}"}}')}
     records = f'obsgen_nccl_records_total{{job_id="{JOB}"}}'
     harness.wait_until("every record scraped", lambda: stack.prom.query(
         f"{records} == {truth.records}"), 15,
         on_fail=lambda: f"{stack.prom.query(records)} of {truth.records}")
-    assert scraped("nccl_collective_bytes_total") == {k: float(v) for k, v in truth.bytes.items()}
-    assert scraped("nccl_collective_aligned_total") == {k: float(v) for k, v in truth.aligned.items()}
+    assert scraped("nccl_collective_bytes_total", "rank", "op", "group") == {
+        k: float(v) for k, v in truth.bytes.items()}
+    assert scraped("nccl_collective_aligned_total", "rank", "group") == {
+        k: float(v) for k, v in truth.aligned.items()}
     (errors,) = stack.prom.query(f'obsgen_nccl_parse_errors_total{{job_id="{JOB}"}}')
     assert errors["value"][1] == "1"
     print(f"{truth.records} records of {sidecar['writer'].step} steps")

@@ -16,6 +16,12 @@ def late(rank: int, share: float, per_node: int = 4, group: str = "tp") -> Fired
                   "node": f"gpu-node-{rank // per_node:03d}"}, share)
 
 
+def moved(rank: int, share: float, per_node: int = 4, hosts: int = 2) -> Fired:
+    """The alert for a rank whose job restarted once: its processes run on the next hosts."""
+    return Fired({"job_id": JOB, "rank": str(rank), "group": "tp",
+                  "node": f"gpu-node-{rank // per_node + hosts:03d}"}, share)
+
+
 slow = (SlowRank(rank=3, factor=1.2, start=30 * MIN),)
 
 CASES = {
@@ -37,6 +43,10 @@ CASES = {
     "an exporter restart without its state (counters from zero) keeps the alert firing": Case(
         [Job(job_id=JOB, nccl=NCCL, faults=slow + (ExporterRestart(at=55 * MIN, gap=MIN),))], 70,
         [At(50, LA, (late(3, 1.0),)), At(57, LA, (late(3, 1.0),)), At(70, LA, (late(3, 1.0),))]),
+    "a late rank that a restart moves to another host is named with that host, and only "
+    "that host, once the window holds only its collectives there": Case(
+        [Job(job_id=JOB, nccl=NCCL, faults=slow + (Restart(at=50 * MIN, gap=3 * MIN),))], 80,
+        [At(49, LA, (late(3, 1.0),)), At(80, LA, (moved(3, 1.0),))]),
     "an exporter restart and a job restart with new instances fire nothing in a healthy job": Case(
         [Job(job_id=JOB, nccl=NCCL,
              faults=(ExporterRestart(at=20 * MIN, gap=2 * MIN), Restart(at=40 * MIN, gap=3 * MIN)))],
