@@ -415,7 +415,7 @@ def summarize(b: stream.Bench, raw: dict, suites: dict[str, list[Rule]],
 # one size ------------------------------------------------------------------------------------
 def run_size(n: int, work: Path, repeats: int, shard_ranks: int, keep: bool,
              compact: bool = True, panel_rounds: int | None = None,
-             reuse: bool = False) -> dict:
+             reuse: bool = False, buckets: bool = True) -> dict:
     cfg = default_config()
     suites = {"obsgen": obsgen_rules(cfg), "naive": naive_rules()}
     boards = {"obsgen": panels(cfg)}
@@ -426,7 +426,7 @@ def run_size(n: int, work: Path, repeats: int, shard_ranks: int, keep: bool,
     exprs = [r.expr for rs in suites.values() for r in rs]
     exprs += [panel_expr(q, "x") for qs in boards.values() for q in qs]
     read = read_families(exprs)
-    b = stream.Bench(n)
+    b = stream.Bench(n, buckets=buckets)
     work.mkdir(parents=True, exist_ok=True)
     data = work / f"tsdb-{n}"
     built_path = work / f"built-{n}.json"
@@ -495,6 +495,10 @@ def main(argv=None) -> int:
                          "given, RESULTS.md and scale.png are written beside it")
     ap.add_argument("--report", action="store_true", help="only rewrite the report from --results")
     ap.add_argument("--keep", action="store_true", help="keep the TSDBs under --work")
+    ap.add_argument("--drop-buckets", action="store_true",
+                    help="a job whose histogram _bucket series are dropped at the scrape "
+                         "(examples/prometheus/drop-unread-buckets.yaml); with --results "
+                         "elsewhere, to compare with a run that keeps them")
     ap.add_argument("--reuse", action="store_true",
                     help="measure on a TSDB a --keep run left under --work (same recording "
                          "rules) instead of building it again")
@@ -524,7 +528,7 @@ def main(argv=None) -> int:
         results["sizes"][str(n)] = run_size(n, args.work, repeats, args.shard_ranks, args.keep,
                                             compact=not args.quick,
                                             panel_rounds=args.panel_rounds,
-                                            reuse=args.reuse)
+                                            reuse=args.reuse, buckets=not args.drop_buckets)
         results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     results["elapsed_seconds"] = time.monotonic() - t0
     results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")

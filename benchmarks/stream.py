@@ -80,6 +80,10 @@ class Bench:
     end: int = END
     job_id: str = "bench"
     seed: int = 7
+    # False: no histogram _bucket series, as a scrape that drops them with
+    # metric_relabel_configs has it (examples/prometheus/drop-unread-buckets.yaml): no
+    # rule or panel of obsgen reads one
+    buckets: bool = True
 
     def __post_init__(self):
         if self.ranks % self.ranks_per_node or self.ranks < self.pp:
@@ -199,6 +203,8 @@ class Bench:
         out[M.node_uname_info.key] = 1 / self.ranks_per_node
         out["kube_pod_status_phase"] = len(_PHASES)
         out["kube_pod_labels"] = 1
+        if not self.buckets:
+            out = {k: v for k, v in out.items() if not k.endswith("_bucket")}
         return out
 
 
@@ -324,6 +330,8 @@ class Writer:
 
     def _emit(self, fh: IO[str], family: str, prefix: str, tails: list[str],
               counted: bool = True) -> None:
+        if not self.b.buckets and family.endswith("_bucket"):
+            return  # dropped at the scrape
         # prefix + prefix.join(tails) is every line "<prefix> <value> <ts>\n" in one join.
         fh.write(prefix + prefix.join(tails))
         if counted:  # the baseline's before-only series are left out of the series counts
