@@ -137,6 +137,18 @@ def per_rank(lines: list[Line], source: str) -> int:
     return sum(l.per_unit for l in lines if l.scope == "rank" and l.source == source)
 
 
+def unread_buckets(lines: list[Line]) -> int:
+    """Histogram bucket series of the plan: no obsgen rule or panel reads one (means come
+    from _sum and _count), so a scrape may drop them
+    (examples/prometheus/drop-unread-buckets.yaml)."""
+    out = 0
+    for l in lines:
+        if l.type == HISTOGRAM:
+            n = len(contract.METRICS[l.name].buckets or contract.DEFAULT_BUCKETS)
+            out += l.total * n // (n + 2)
+    return out
+
+
 def report(s: Shape, windows: dict[str, str] | None = None) -> str:
     lines = plan(s, windows)
     width = max(len(l.name) for l in lines)
@@ -156,4 +168,9 @@ def report(s: Shape, windows: dict[str, str] | None = None) -> str:
             f"Prometheus head memory, at ~{BYTES_PER_SERIES // 1024} KiB per series: "
             f"~{total * BYTES_PER_SERIES / 2**30:.1f} GiB (plus churn on restarts: every restart "
             "creates new series for the new instances until the old ones leave the head)"]
+    buckets = unread_buckets(lines)
+    if buckets:
+        out.append(f"of which histogram buckets no rule or panel reads: {buckets:,}; dropped at "
+                   "the scrape (examples/prometheus/drop-unread-buckets.yaml): total "
+                   f"{total - buckets:,}, ~{(total - buckets) * BYTES_PER_SERIES / 2**30:.1f} GiB")
     return "\n".join(out) + "\n"

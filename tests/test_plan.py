@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from obsgen.cli import main
-from obsgen.plan import TRAINING, Shape, per_rank, plan
+from obsgen.plan import TRAINING, Shape, per_rank, plan, unread_buckets
 
 
 def totals(shape: Shape) -> dict[str, int]:
@@ -27,6 +27,12 @@ def test_a_dense_data_parallel_job_of_8_ranks_by_hand():
     # with an event).
     assert totals(Shape(ranks=8)) == {"scraped": 108 * 8 + 4 + 88 + 25 + 1 + 49,
                                       "recorded": 7 * 8 + 2 + 23 + 5 + 6 * 8, "per_rank": 108}
+
+
+def test_the_unread_buckets_of_a_dense_job_of_8_ranks_by_hand():
+    # Per rank: step, compute and exposed-comm histograms 3 x 15, the collective time 20,
+    # the sidecar's bus bandwidth 16; the host's sidecar skew and tail 2 x 20.
+    assert unread_buckets(plan(Shape(ranks=8))) == (3 * 15 + 20 + 16) * 8 + 2 * 20
 
 
 def test_plan_counts_what_obsgen_instrument_serves():
@@ -66,6 +72,7 @@ def test_cli_prints_the_total(capsys):
     assert main(["plan", "--ranks", "16384", "--tp", "8", "--pp", "8"]) == 0
     out = capsys.readouterr().out
     assert "16,384 ranks" in out and "total:" in out and "job_rank:train_compute_seconds:mean5m" in out
+    assert "histogram buckets no rule or panel reads" in out
 
 
 @pytest.mark.parametrize("bad", ["0", "-4", "many"])
