@@ -5,6 +5,7 @@ benchmarks.scale --report`` rewrites both outputs from it without measuring agai
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -236,6 +237,7 @@ def markdown(results: dict) -> str:
     out.append("")
 
     out += findings(ss)
+    out += drop_buckets_finding(ss, results.get("drop_buckets"))
     # series ---------------------------------------------------------------------------
     out += series_section(big)
     out += method_section(results, big)
@@ -316,6 +318,43 @@ def findings(ss: list[dict]) -> list[str]:
            "that are open all the time, in a group with a longer interval.",
            ""]
     return out
+
+
+DROP_BUCKETS = "results-drop-buckets.json"
+
+
+def drop_buckets_finding(ss: list[dict], other: dict | None) -> list[str]:
+    """The same job scraped without its histograms' _bucket series (``--drop-buckets``,
+    saved as results-drop-buckets.json beside results.json), size by size."""
+    if not other:
+        return []
+    rows = []
+    for s in ss:
+        o = other["sizes"].get(str(s["ranks"]))
+        if not o:
+            continue
+        a, b = total_ms(s, "obsgen"), total_ms(o, "obsgen")
+        pa, pb = slowest_panel(s)[1]["ms"], slowest_panel(o)[1]["ms"]
+        ma, mb = s["memory"]["obsgen"], o["memory"]["obsgen"]
+        rows.append(
+            f"| {s['ranks']:,} | {s['counts']['all'] / s['ranks']:.0f} / "
+            f"{o['counts']['all'] / o['ranks']:.0f} | {_ms(a)} / {_ms(b)} ({a / b:.2f}) | "
+            f"{_ms(pa)} / {_ms(pb)} ({pa / pb:.2f}) | {_mib(ma['rules_peak_rss'])} / "
+            f"{_mib(mb['rules_peak_rss'])} | {_mib(ma['panels_peak_rss'])} / "
+            f"{_mib(mb['panels_peak_rss'])} | {s['built']['tsdb_bytes'] / 2**30:.2f} / "
+            f"{o['built']['tsdb_bytes'] / 2**30:.2f} |")
+    if not rows:
+        return []
+    return ["## Without the unread buckets", "",
+            "The same job scraped through `examples/prometheus/drop-unread-buckets.yaml` (no "
+            "`_bucket` series; no obsgen rule or panel reads one), measured by `python -m "
+            f"benchmarks.scale --drop-buckets` in a separate run ({DROP_BUCKETS}; the machine "
+            "otherwise as above): kept / dropped, in brackets kept over dropped. The rules "
+            "and panels read the same series either way; what changes is the index they are "
+            "looked up in, and the memory and disk of everything else.", "",
+            "| ranks | series per rank | all groups ms | slowest panel ms | peak RSS MiB: rules | "
+            "peak RSS MiB: all | TSDB GiB |",
+            "|---:|---:|---:|---:|---:|---:|---:|", *rows, ""]
 
 
 def _before_after_ratio(size: dict, groups=("obsgen-stragglers",)) -> str:
@@ -520,6 +559,9 @@ def _linear(ax, ns: list[int], y0: float) -> None:
 
 
 def write(results: dict, here: Path) -> None:
+    other = here / DROP_BUCKETS
+    if other.exists() and "drop_buckets" not in results:
+        results = {**results, "drop_buckets": json.loads(other.read_text())}
     (here / "RESULTS.md").write_text(markdown(results))
     try:
         plot(results, here / "scale.png")
