@@ -165,7 +165,7 @@ def markdown(results: dict) -> str:
             "Rule times are Prometheus' own evaluation time (`evalTotalTime` from `stats=all`: "
             "what the ruler spends in the engine, without HTTP or JSON), per group the median "
             "over 5 evaluation times x timed rounds of the sum of its rules (one untimed warm-up "
-            "round first; at 16,384 ranks one timed round, for time). Panel times are per "
+            "round first; the timed rounds of each size are in the last column). Panel times are per "
             "panel the sum of its queries' medians (Grafana sends them together; the sum is the "
             "cost on one core). RSS is the peak resident set (`VmHWM`) of a fresh Prometheus "
             "that evaluated one suite's rules at the 5 times; in brackets, of the process that "
