@@ -268,10 +268,13 @@ def findings(ss: list[dict]) -> list[str]:
            f"{buckets:g} of them `_bucket` series ({buckets / 15:g} histograms x 15 "
            "default buckets); obsgen's rules and panels read none of them (means come from "
            "`_sum`/`_count`), only the naive straggler rule reads `train_step_seconds_bucket`. "
-           "Dropping unread buckets at the source "
-           "(or with `metric_relabel_configs`) and exporting per-host aggregates for "
-           "dashboard-only signals (the issue's \"pre-aggregation per node\") are the levers "
-           "that shrink every number here; both are outside the rules.",
+           "`examples/prometheus/drop-unread-buckets.yaml` drops them at the scrape "
+           "(`metric_relabel_configs`; `obsgen plan` counts them). Measured below (\"Without "
+           "the unread buckets\"), that leaves what the rules and panels cost where it was: "
+           "they look up the same series by name, and a smaller index does not make that "
+           "cheaper; it cuts the memory and disk of the Prometheus that holds the job. For "
+           "the panels the lever left is per-host aggregates exported at the source for "
+           "dashboard-only signals (the issue's \"pre-aggregation per node\").",
            "- Joins over every rank for one label: `Train_Straggler_Persistent` named the "
            "host of a slow rank by joining every rank's newest `train_world_size` (a read, a "
            "`timestamp`, a `topk` and a `max` per rank at every evaluation, for the one rank "
