@@ -127,7 +127,9 @@ def plan(s: Shape, windows: dict[str, str] | None = None) -> list[Line]:
                  else "gpu" if L.UUID.key in r.labels else "host" if L.node.key in r.labels
                  else "job")
         name = r.name.format(**(windows or config.DEFAULTS["windows"]))
-        lines.append(Line(name, "recorded", scope, 1, units[scope], "rules"))
+        # the late-arrival ratio: one series per rank and aligned group
+        per = s.aligned_groups() if scope == "rank" and L.group.key in r.labels else 1
+        lines.append(Line(name, "recorded", scope, per, per * units[scope], "rules"))
     return lines
 
 

@@ -68,6 +68,11 @@ def test_pipeline_parallelism_adds_stage_timings_and_p2p():
     assert pp["per_rank"] - base["per_rank"] == 2 * 17 + 2 * (22 + 18 + 3) + 1
 
 
+def test_the_late_arrival_ratio_is_one_series_per_rank_and_aligned_group():
+    (line,) = [l for l in plan(Shape(ranks=64, tp=8, pp=2)) if l.name.startswith("job_rank_group:")]
+    assert (line.per_unit, line.total) == (2, 128)  # dp and tp; pp's send/recv are not aligned
+
+
 def test_cli_prints_the_total(capsys):
     assert main(["plan", "--ranks", "16384", "--tp", "8", "--pp", "8"]) == 0
     out = capsys.readouterr().out
