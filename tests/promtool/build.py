@@ -54,11 +54,15 @@ def render_family(family: str) -> str:
         names.extend(r for r in getattr(registry.by_name()[name], "REQUIRES", ()) if r not in names)
     docs = [yaml.safe_load(files[f"rules/{n}.yaml"]) for n in names]
     exprs = [r["expr"] for d in docs for g in d["groups"] for r in g["rules"]]
-    module = importlib.import_module(f"tests.promtool.cases.{family}")
+    cases = importlib.import_module(f"tests.promtool.cases.{family}").CASES
+    # The family's own group first, then those it reads: the records it reads from another
+    # group are one evaluation old, the most a live ruler (groups on their own schedules)
+    # shows; without an order promtool picks one per run.
+    order = [g["name"] for d in docs for g in d["groups"]]
     return support.build_file(
-        family, [f"../../rules/{n}.yaml" for n in names], docs, reads(exprs, cfg), module.CASES,
+        family, [f"../../rules/{n}.yaml" for n in names], docs, reads(exprs, cfg), cases,
         source=f"tests/promtool/cases/{family}.py (python -m tests.promtool.build)",
-        group_eval_order=getattr(module, "GROUP_EVAL_ORDER", None))
+        group_eval_order=order)
 
 
 def families() -> list[str]:

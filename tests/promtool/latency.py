@@ -28,9 +28,9 @@ def first_firing(family: str, test: dict, alert: str, until: float) -> str:
     probe["alert_rule_test"] = [
         {"eval_time": support._minutes(m / 2), "alertname": alert, "exp_alerts": []}
         for m in range(0, int(until * 2) + 1)]
-    doc = {"rule_files": [str(ROOT / "rules" / Path(f).name) for f in
-                          yaml.safe_load(build.render_family(family))["rule_files"]],
-           "evaluation_interval": f"{support.SCRAPE}s", "tests": [probe]}
+    fixture = yaml.safe_load(build.render_family(family))  # its interval and group order
+    doc = {**fixture, "rule_files": [str(ROOT / "rules" / Path(f).name)
+                                     for f in fixture["rule_files"]], "tests": [probe]}
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as fh:
         yaml.safe_dump(doc, fh)
         fh.flush()

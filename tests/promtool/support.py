@@ -244,10 +244,9 @@ def _alerts_by_name(rule_docs: list[dict]) -> dict[str, dict]:
 
 def build_file(family: str, rule_files: list[str], rule_docs: list[dict], reads: set[str],
                cases: dict[str, Case], source: str,
-               group_eval_order: list[str] | None = None) -> str:
-    """The promtool test file of ``family``. promtool evaluates the groups of a file in an
-    order of its own at each time unless ``group_eval_order`` names one: a case whose value
-    depends on another group's records names the order it assumes."""
+               group_eval_order: list[str]) -> str:
+    """The promtool test file of ``family``, its groups evaluated in ``group_eval_order`` at
+    each time (promtool picks an order of its own per run otherwise)."""
     alerts = _alerts_by_name(rule_docs)
     tests = []
     for sentence, case in cases.items():
@@ -284,10 +283,8 @@ def build_file(family: str, rule_files: list[str], rule_docs: list[dict], reads:
         if expr_tests:
             test["promql_expr_test"] = expr_tests
         tests.append(test)
-    doc = {"rule_files": rule_files, "evaluation_interval": f"{SCRAPE}s"}
-    if group_eval_order:
-        doc["group_eval_order"] = list(group_eval_order)
-    doc["tests"] = tests
+    doc = {"rule_files": rule_files, "evaluation_interval": f"{SCRAPE}s",
+           "group_eval_order": list(group_eval_order), "tests": tests}
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when available: 10x faster
     body = yaml.dump(doc, Dumper=dumper, sort_keys=False, width=1 << 20, allow_unicode=True)
     return header(source) + body

@@ -8,14 +8,10 @@ from obsgen.synth_hw import Fleet
 from ..support import At, Case, Fired, Never
 from ._hw import MIN, scrapes, series, step_baseline, step_mean
 
-# The step-time alert reads the ranks family's records, evaluated in another group before
-# or after this one (promtool, like Prometheus, does not order groups): read them as of the
-# previous evaluation; the alert prints the ratio to one decimal, which either order gives.
+# Both alerts read the ranks family's records, evaluated in another group: the fixtures
+# evaluate this family's group first (tests/promtool/build.py), so they are one
+# evaluation old, the most a live ruler shows.
 LAG = 30
-# This group first: the ranks family's records it reads are one evaluation (LAG) old, the
-# most they can be in a live ruler, where groups run on their own schedules. Without an
-# order promtool picks one per run, and the ETA's value moves by those 30 s.
-GROUP_EVAL_ORDER = ["obsgen-progress", "obsgen-ranks", "obsgen-recovery", "obsgen-checkpoints"]
 
 SR, ETA = "Train_StepTime_Regression", "Train_ETA_Slip"
 JOB, OTHER = "llm-pretrain-a", "llm-pretrain-b"
