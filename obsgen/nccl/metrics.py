@@ -77,9 +77,6 @@ class Store:
         self.ranks: dict[tuple[str, str, str], _PerRank] = {}  # (rank, op, group)
         self.alignment: dict[tuple[str, str, str], _Aligned] = {}  # (rank, group, node)
         self.nodes: dict[str, str] = {}  # rank -> the host its records name
-        # restored from a state file of an exporter that counted per op and had no node:
-        # moved to the rank's node when its records are next seen
-        self._unplaced: dict[tuple[str, str], _Aligned] = {}
         self.groups: dict[tuple[str, str], _PerGroup] = {}  # (op, group)
         self.comm_ranks: dict[tuple[str, str, str], int] = {}  # (rank, group, node) -> n
         self.records = 0
@@ -108,11 +105,6 @@ class Store:
         if self.comm_ranks.get(key, n_ranks + 1) > n_ranks:
             self.comm_ranks[key] = n_ranks
         self.nodes[rank] = node
-        old = self._unplaced.pop((rank, group), None)
-        if old is not None:
-            a = self.alignment_of(rank, group)
-            a.aligned += old.aligned
-            a.last += old.last
 
     def record(self, s: _PerRank, exec_us: float, size: int, bus: float,
                busbw: float | None, unrecorded: int) -> None:
@@ -165,11 +157,12 @@ class Store:
         ignored (the counters then start from zero, as after any counter reset)."""
         if snap.get("job_id") != self.job_id:
             return
-        ranks, groups, alignment, unplaced = {}, {}, {}, {}
+        ranks, groups, alignment = {}, {}, {}
         for row in snap["ranks"]:
-            # a state file from before the alignment counters were per group carries them
-            # per (rank, op, group) in these rows: summed into their group and placed on
-            # the rank's node when its records are next seen, nothing lost
+            # A state file from before the alignment counters were per (rank, group, node)
+            # has them per (rank, op, group) in these rows. They are not carried over: the
+            # new label sets are new series to Prometheus, whose increase() reads nothing
+            # from a new series' first value, so they start anew like after a reset.
             k, dc, dsum, b, bb, wc, wsum, *old, unrec = row
             if len(dc) != len(_SECONDS) + 1 or len(wc) != len(_BUSBW) + 1 or len(old) not in (0, 2):
                 return
@@ -179,10 +172,6 @@ class Store:
             s.busbw.counts, s.busbw.sum = list(wc), float(wsum)
             s.unrecorded = int(unrec)
             ranks[tuple(k)] = s
-            if old:
-                a = unplaced.setdefault((k[0], k[2]), _Aligned())
-                a.aligned += int(old[0])
-                a.last += int(old[1])
         for (rank, group, node), al, last in snap.get("alignment", []):
             alignment[(rank, group, node)] = _Aligned(int(al), int(last))
         for k, sc, ssum, tc, tsum in snap["groups"]:
@@ -193,7 +182,6 @@ class Store:
             g.tail.counts, g.tail.sum = list(tc), float(tsum)
             groups[tuple(k)] = g
         self.ranks, self.groups, self.alignment = ranks, groups, alignment
-        self._unplaced = unplaced
         self.records, self.parse_errors = int(snap["records"]), int(snap["parse_errors"])
         self.incomplete = {str(k): int(v) for k, v in snap["incomplete"].items()}
 
