@@ -402,7 +402,7 @@ class _Sim:
         base = self._base.get((rank, self.gen))
         if base is None:
             j = self.j
-            node = rank // j.ranks_per_node + self.gen * -(-j.ranks // j.ranks_per_node)
+            node = self._host(rank)
             base = self._base[(rank, self.gen)] = {
                 L.job.key: j.scrape_job,
                 # New processes after a restart get new pod addresses, hence new instances.
@@ -410,7 +410,7 @@ class _Sim:
                                  f"{9400 + rank % j.ranks_per_node}"),
                 L.job_id.key: j.job_id,
                 L.rank.key: str(rank),
-                L.node.key: f"gpu-node-{node:03d}",
+                L.node.key: self._node_name(rank),
             }
         return tuple(sorted({"__name__": name, **base, **extra}.items()))
 
@@ -496,7 +496,7 @@ class _Sim:
 
     def _nkey(self, rank: int, name: str, **extra: str) -> tuple:
         j = self.j
-        node = rank // j.ranks_per_node + self.gen * -(-j.ranks // j.ranks_per_node)
+        node = self._host(rank)
         labels = {L.job.key: j.nccl.scrape_job,
                   L.instance.key: f"10.{j.subnet}.{self.gen * 16 + node // 250}.{node % 250 + 1}:{j.nccl.port}",
                   L.job_id.key: j.job_id, L.rank.key: str(rank), **extra}
@@ -507,7 +507,7 @@ class _Sim:
         labels = {L.op.key: nc.op, L.group.key: nc.group}
         if L.op.key not in METRICS[name].labels:  # the alignment counters: per group, on
             del labels[L.op.key]                  # the host of the rank's records
-            labels[L.node.key] = self._nnode(rank)
+            labels[L.node.key] = self._node_name(rank)
         key = self._nkey(rank, name, **labels)
         self.ncounters[key] = self.ncounters.get(key, 0.0) + by
 
@@ -542,13 +542,18 @@ class _Sim:
         for r in range(j.ranks):
             size = min(j.ranks_per_node, j.ranks - r // j.ranks_per_node * j.ranks_per_node)
             out[self._nkey(r, M.nccl_communicator_ranks.key, **{
-                L.group.key: nc.group, L.node.key: self._nnode(r)})] = float(size)
+                L.group.key: nc.group, L.node.key: self._node_name(r)})] = float(size)
         return out
 
-    def _nnode(self, rank: int) -> str:
-        """The host the exporter names for a rank: where its process runs now."""
+    def _host(self, rank: int) -> int:
+        """Index of the host a rank's process runs on now: each restart's processes come up
+        on the hosts after the previous generation's."""
         j = self.j
-        return f"gpu-node-{rank // j.ranks_per_node + self.gen * -(-j.ranks // j.ranks_per_node):03d}"
+        return rank // j.ranks_per_node + self.gen * -(-j.ranks // j.ranks_per_node)
+
+    def _node_name(self, rank: int) -> str:
+        """The host a rank's process runs on now, as its series and the exporter name it."""
+        return f"gpu-node-{self._host(rank):03d}"
 
     def scrape_at(self, t: float) -> Scrape:
         """The scrape at time ``t`` (later than the previous call's): the job trains from the
