@@ -525,9 +525,15 @@ class Writer:
                 tails = [f" {tl.ckpt_count[idx[x]] * b.job.checkpoint_cost!r} {x}\n" for x in t]
             for r in ranks:
                 self._emit(fh, name, f"{name}{{{labels[r]}}}", tails)
-        t = self._times(M.nccl_collective_bytes_total.key)
         def calls(group: str) -> int:
             return 1 if group == "dp" else 2 * b.microbatches if group == "pp" else 64
+
+        def alignment(name: str, r: int, n: int, t: list[int]) -> list[str]:
+            """Tails of an alignment counter (either version) of rank ``r``, ``n``
+            aligned collectives per step: the straggler arrives last in every one."""
+            if name.endswith(M.nccl_collective_aligned_total.key) or r == b.slow_rank:
+                return self._steps_tail(t, n)
+            return self._const("0", t)
 
         for name in _PAIR_COUNTERS:
             t = self._times(name)
@@ -546,23 +552,16 @@ class Writer:
             t = self._times(name)
             for op, group in b.collectives:
                 for r in ranks:
-                    if name == BEFORE + M.nccl_collective_aligned_total.key:
-                        tails = self._steps_tail(t, calls(group))
-                    else:
-                        tails = (self._steps_tail(t, calls(group)) if r == b.slow_rank
-                                 else self._const("0", t))
                     self._emit(fh, name, f'{name}{{{labels[r]},{L.op.key}="{op}",'
-                                         f'{L.group.key}="{group}"}}', tails, counted=False)
+                                         f'{L.group.key}="{group}"}}',
+                               alignment(name, r, calls(group), t), counted=False)
         for name in _GROUP_COUNTERS:
             t = self._times(name)
             for group in b.aligned_groups:
                 n = sum(calls(g) for op, g in b.collectives if g == group and op in SYMMETRIC)
                 for r in ranks:
-                    if name == M.nccl_collective_aligned_total.key:
-                        tails = self._steps_tail(t, n)
-                    else:  # last arrivals: the straggler arrives last
-                        tails = self._steps_tail(t, n) if r == b.slow_rank else self._const("0", t)
-                    self._emit(fh, name, f'{name}{{{labels[r]},{L.group.key}="{group}"}}', tails)
+                    self._emit(fh, name, f'{name}{{{labels[r]},{L.group.key}="{group}"}}',
+                               alignment(name, r, n, t))
         name = M.nccl_communicator_ranks.key
         t = self._times(name)
         for group, size in b.groups.items():
