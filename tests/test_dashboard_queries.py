@@ -22,6 +22,12 @@ def counter(per_minute: float, minutes: int = 60) -> str:
     return f"0+{per_minute:g}x{minutes}"
 
 
+# Hosts of job-a (n1, n2) and job-b (n3), as the ranks' records name them, and the clock
+# event reasons of their GPUs: 4 software power cap, 8 hardware slowdown, 32 software thermal.
+HOSTS = {f'job_node:train_ranks:count{{{j}, node="{h}"}}': "8x60"
+         for j, h in ((JOB_A, "n1"), (JOB_A, "n2"), (JOB_B, "n3"))}
+REASONS = {("n1", 0): 0, ("n1", 1): 4, ("n1", 2): 12, ("n2", 0): 36, ("n3", 0): 4}
+
 # (dashboard key, panel title, ref) -> (input series {series: values}, expected {labels: value})
 CASES = {
     "the ETA is the remaining steps times the mean step time, for the selected job only": (
@@ -80,6 +86,21 @@ CASES = {
          f'train_rank_gpu_info{{{JOB_A}, rank="0", node="n1", UUID="GPU-0"}}': "1x60",
          f'train_rank_gpu_info{{{JOB_B}, rank="0", node="n2", UUID="GPU-1"}}': "1x60"},
         {"{}": 1500}),
+    "a clock reason counts the job's GPUs with that bit set, whatever the other bits": (
+        ("hardware", "GPUs held below full clocks, by reason", "A"),
+        {**HOSTS, **{f'DCGM_FI_DEV_CLOCKS_EVENT_REASONS{{UUID="GPU-{h}{g}", gpu="{g}", Hostname="{h}"}}': f"{v}x60"
+                     for (h, g), v in REASONS.items()}},
+        {f"{{{JOB_A}}}": 3}),
+    "a clock reason of a higher bit is not mistaken for a lower one": (
+        ("hardware", "GPUs held below full clocks, by reason", "B"),
+        {**HOSTS, **{f'DCGM_FI_DEV_CLOCKS_EVENT_REASONS{{UUID="GPU-{h}{g}", gpu="{g}", Hostname="{h}"}}': f"{v}x60"
+                     for (h, g), v in REASONS.items()}},
+        {f"{{{JOB_A}}}": 1}),
+    "the hottest GPU is taken per host of the job, labelled with the host alone": (
+        ("hardware", "Hottest GPU per host", "A"),
+        {**HOSTS, **{f'DCGM_FI_DEV_GPU_TEMP{{UUID="GPU-{h}{g}", gpu="{g}", Hostname="{h}", pod="p{g}"}}': f"{60 + g + 10 * (h == 'n2')}x60"
+                     for (h, g) in REASONS}},
+        {f'{{{JOB_A}, node="n1"}}': 62, f'{{{JOB_A}, node="n2"}}': 70}),
 }
 
 

@@ -30,16 +30,26 @@ def build(env) -> View:
         """A per-host expression (labelled node) for the job's hosts, labelled job_id."""
         return f"{per_host}\n* {q.join((L.node,), (L.job_id,))}\n{hosts}"
 
+    # Each exporter's series are aggregated per host under the exporter's own host label
+    # first, and only the per-host result is relabelled (then aggregated once more, per
+    # host, to keep the node label alone): label_replace builds a label set per series
+    # at every step, and relabelling every GPU before aggregating cost "Hottest GPU per
+    # host" 2.8x its time at 4,096 ranks.
+    def per_host(agg: str, by: L, e: str, host_label: str) -> str:
+        outer = "sum" if agg == "count" else agg
+        return (f"{outer} {q.by(L.node)} (label_replace({agg} {q.by(by)} ({e}), "
+                f'{quote(node)}, "$1", {quote(host_label)}, "(.+)"))')
+
     def gpus(e: str, agg: str = "max") -> str:
         """dcgm-exporter ``e`` per host (``agg`` over its GPUs), for the job's hosts."""
-        return on_hosts(f'{agg} {q.by(L.node)} (label_replace({e}, {quote(node)}, "$1", '
-                        f'{quote(host)}, "(.+)"))')
+        return on_hosts(per_host(agg, L.Hostname, e, host))
 
     def nodes(e: str) -> str:
         """node_exporter ``e`` per host (summed over devices and ports), for the job's hosts."""
         uname = f"max {q.by(L.instance, L.nodename)} ({q.m(M.node_uname_info)})"
-        return on_hosts(f"sum {q.by(L.node)} (label_replace({e}\n * {q.join((L.instance,), (L.nodename,))} "
-                        f'{uname}, {quote(node)}, "$1", {quote(nodename)}, "(.+)"))')
+        return on_hosts(per_host("sum", L.nodename,
+                                 f"{e}\n * {q.join((L.instance,), (L.nodename,))} {uname}",
+                                 nodename))
 
     by_node = "{{%s}}" % node
     limit = cfg["thresholds"]["tp_sm_active_stddev"]
@@ -65,9 +75,12 @@ def build(env) -> View:
                           "sum"), "recovery " + by_node)), min=0),
     ))
     def held(bit: int) -> str:
-        flag = f"floor({q.m(M.DCGM_FI_DEV_CLOCKS_EVENT_REASONS)} / {bit}) % 2 == 1"
-        per_gpu = f'label_replace({flag}, {quote(node)}, "$1", {quote(host)}, "(.+)")'
-        return f"count {q.by(L.job_id)} (\n{on_hosts(per_gpu)}\n)"
+        # bit set: value mod 2*bit at least bit. The GPUs below bit (most, at full clocks)
+        # are dropped by the first comparison, so the arithmetic runs on the few others:
+        # floor(x / bit) % 2 == 1 did four operations on every GPU at every step (27x the
+        # time at 4,096 ranks).
+        flag = f"({q.m(M.DCGM_FI_DEV_CLOCKS_EVENT_REASONS)} >= {bit}) % {2 * bit} >= {bit}"
+        return f"sum {q.by(L.job_id)} (\n{gpus(flag, 'count')}\n)"
 
     reasons = tuple(Query(held(bit), name) for name, bit in REASONS)
     health = Row("GPU health", (

@@ -126,7 +126,9 @@ class Q:
         node_exporter's nodename (the host name, which the instrument writes as node)."""
         info = self.m(M.train_rank_gpu_info, rank=rank)
         nodename = self.c.l(L.nodename)
-        return (f"max {self.by(L.nodename)} (label_replace({info}, "
+        # one series per host before relabelling: label_replace makes a label set per
+        # series and step, and the job's ranks are 8 per host
+        return (f"max {self.by(L.nodename)} (label_replace(max {self.by(L.node)} ({info}), "
                 f'{quote(nodename)}, "$1", {quote(self.c.l(L.node))}, "(.*)"))')
 
     def host_rate(self, metric: Metric) -> str:
