@@ -313,9 +313,11 @@ RECORDED: dict[str, Recorded] = {
         Recorded("compute_ratio", "job_rank:train_compute_seconds:ratio_to_median{rate}", _RANK_NODE,
                  "rank's mean compute time divided by its stage's median"),
         Recorded("straggler_flag", "job_rank:train_straggler:flag{rate}", _RANK_NODE,
-                 "1 while the rank is slower than the straggler threshold, else 0"),
+                 "1 while the rank is slower than the straggler threshold; no series "
+                 "while it is not"),
         Recorded("straggler_share", "job_rank:train_straggler:share{straggler_persistence}", _RANK_NODE,
-                 "share of the persistence window the rank was straggling (0 to 1)"),
+                 "share of the persistence window the rank was straggling (above 0 to 1; "
+                 "no series for a rank that did not straggle in the window)"),
         Recorded("straggler_ranks", "job:train_straggler_ranks:count{straggler_persistence}",
                  ("job_id",),
                  "ranks that straggled in the window without being persistent stragglers"),

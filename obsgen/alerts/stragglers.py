@@ -101,25 +101,27 @@ def build(c: Ctx) -> Family:
         # Judged once the stage has a full rate window behind it: in a series' first window
         # rate() extrapolates its _sum and _count differently when the first steps were
         # slower (compilation, warm-up), and each rank's scrape phase gives it another error.
+        # Recorded for the straggling ranks only (1), not as a 0 for every other rank: what
+        # reads the flag then reads the few ranks that straggled, not every rank of the job.
         Record(c.rname(R.straggler_flag), expr(f"""
-            {c.r(R.compute_ratio)} > bool {c.t('straggler_ratio')}
+            {c.r(R.compute_ratio)} > bool {c.t('straggler_ratio')} == 1
             and {c.on(L.job_id, L.stage)} {c.r(R.compute_median)} offset {rate}
         """)),
-        # The window of every rank's flag is read once per evaluation, here; the alerts
-        # and the transient count read this share (a rank straggled at some point in the
-        # window when its share is above 0). The share is of the evaluations of the rank's
-        # stage in the window, not of the rank's own: a rank that came up on another host
-        # minutes ago has straggled there for those minutes, not for most of the window.
+        # The window of the flags is read once per evaluation, here; the alerts and the
+        # transient count read this share (a rank straggled at some point in the window
+        # when it has one). The share is of the evaluations of the rank's stage in the
+        # window, not of the rank's own: a rank that came up on another host minutes ago
+        # has straggled there for those minutes, not for most of the window.
         Record(c.rname(R.straggler_share), expr(f"""
-            sum_over_time({c.r(R.straggler_flag)}[{persist}])
+            count_over_time({c.r(R.straggler_flag)}[{persist}])
             / {c.join((L.job_id, L.stage))}
             count_over_time({c.r(R.compute_median)}[{persist}])
         """)),
-        # Ranks that straggled at some point in the window (share above 0) but not in most
-        # of it, the share read once (a rank moved between hosts counts once).
+        # Ranks that straggled at some point in the window but not in most of it, the share
+        # read once (a rank moved between hosts counts once).
         Record(c.rname(R.straggler_ranks), expr(f"""
             count {c.by(L.job_id)} (
-              max {c.by(L.job_id, L.rank)} ({c.r(R.straggler_share)}) > 0 <= {fraction}
+              max {c.by(L.job_id, L.rank)} ({c.r(R.straggler_share)}) <= {fraction}
             )
         """)),
         Alert(
