@@ -48,10 +48,26 @@ def suite(size: dict, name: str) -> dict:
 
 
 def family(group: str) -> str:
-    return group.split("-", 1)[1]
+    """The family of a group: obsgen-gpus and obsgen-gpus-facts are both gpus."""
+    return group.split("-", 1)[1].removesuffix("-facts")
+
+
+EVALUATION = 30  # s: the interval every group but the facts groups is evaluated at
+
+
+def per_evaluation(v: dict) -> float:
+    """A group's ruler time per 30 s evaluation interval: its evaluation time, scaled by
+    how often it is evaluated (a facts group every 2m costs a quarter of its time)."""
+    return v["ms"] * EVALUATION / v.get("interval", EVALUATION)
 
 
 def total_ms(size: dict, name: str) -> float:
+    """What the suite's groups cost the ruler per 30 s (see per_evaluation)."""
+    return sum(per_evaluation(v) for v in suite(size, name).values())
+
+
+def once_ms(size: dict, name: str) -> float:
+    """Every group of the suite evaluated once, whatever its interval."""
     return sum(v["ms"] for v in suite(size, name).values())
 
 
@@ -138,7 +154,7 @@ def markdown(results: dict) -> str:
     strag = big["groups"]["naive-stragglers"]["ms"] / big["groups"]["obsgen-stragglers"]["ms"]
     whole = total_ms(big, "naive") / all_groups
     like = [g for g in og if family(g) in _naive_families()]
-    like_ms = sum(og[g]["ms"] for g in like)
+    like_ms = sum(per_evaluation(og[g]) for g in like)
     growth = {g: _growth(small["groups"][g]["ms"], big["groups"][g]["ms"], small["ranks"], N)
               for g in og}
     worst_growth = max(growth.items(), key=lambda kv: float(kv[1]) if kv[1] != "-" else 0)
@@ -147,7 +163,9 @@ def markdown(results: dict) -> str:
             f"| target (at {N:,} ranks) | measured | |", "|---|---|---|",
             f"| every rule group < 1 s | slowest: {worst_group[0]}, {_ms(worst_group[1]['ms'])} ms "
             f"| {yes(worst_group[1]['ms'] < GROUP_TARGET_MS)} |",
-            f"| all groups together < 3 s | {_ms(all_groups)} ms | {yes(all_groups < SUITE_TARGET_MS)} |",
+            f"| all groups together < 3 s | {_ms(all_groups)} ms per 30 s (every group once: "
+            f"{_ms(once_ms(big, 'obsgen'))} ms; the facts groups run every 2m) "
+            f"| {yes(all_groups < SUITE_TARGET_MS)} |",
             f"| every panel over 1 h < 2 s | slowest: {sp[0]}, {_ms(sp[1]['ms'])} ms "
             f"| {yes(sp[1]['ms'] < PANEL_TARGET_MS)} |",
             f"| straggler family >= 5x cheaper than the naive straggler rule | {strag:.2f}x "
@@ -155,7 +173,8 @@ def markdown(results: dict) -> str:
             f"| whole suite no more costly than the naive suite | naive / obsgen = {whole:.2f} "
             f"(the {len(like)} families that replace the document's rules alone: "
             f"{total_ms(big, 'naive') / like_ms:.2f}; the other {len(og) - len(like)} check what "
-            f"the document does not: {_ms(all_groups - like_ms)} ms) | {yes(whole >= 1)} |",
+            f"the document does not: {_ms(all_groups - like_ms)} ms; ruler time per 30 s) "
+            f"| {yes(whole >= 1)} |",
             f"| cost linear in N | largest growth exponent {small['ranks']:,} -> {N:,}: "
             f"{worst_growth[1]} ({worst_growth[0]}); 1 = linear, 2 = quadratic "
             f"| {yes(float(worst_growth[1]) < 1.3 if worst_growth[1] != '-' else True)} |", ""]
@@ -170,7 +189,7 @@ def markdown(results: dict) -> str:
             "cost on one core). RSS is the peak resident set (`VmHWM`) of a fresh Prometheus "
             "that evaluated one suite's rules at the 5 times; in brackets, of the process that "
             "ran every suite and every panel, repeatedly.", "",
-            "| ranks | series in TSDB | per rank | obsgen: all groups ms | slowest group ms "
+            "| ranks | series in TSDB | per rank | obsgen: all groups, ms per 30 s | slowest group ms "
             "| naive suite ms | naive / obsgen | naive / obsgen stragglers "
             "| slowest panel ms | peak RSS MiB: obsgen rules (all) / naive rules "
             "| timed rounds: rules, panels |",
@@ -192,17 +211,21 @@ def markdown(results: dict) -> str:
             "Evaluation ms per group at each size; samples read per evaluation at the largest "
             "size (Prometheus' `totalQueryableSamples`, which does not change with load: 2.42 "
             "counts a subquery's inner samples only partly, so the naive straggler rule's count "
-            "is low); growth exponent k of cost ~ N^k from the smallest to the largest size.", "",
+            "is low); growth exponent k of cost ~ N^k from the smallest to the largest size. "
+            "A facts group (job shape and placement, `facts_interval`) is evaluated every 2m: "
+            "its time counts a quarter in the totals per 30 s.", "",
             "| group | " + " | ".join(f"{s['ranks']:,}" for s in ss)
             + f" | samples at {N:,} | k | naive rule at {N:,} | naive / obsgen |",
             "|---|" + "---:|" * (len(ss) + 4)]
     for g in sorted(og):
-        nv = big["groups"].get(f"naive-{family(g)}")
-        row = [g] + [_ms(s["groups"][g]["ms"]) for s in ss] + [
+        nv = None if g.endswith("-facts") else big["groups"].get(f"naive-{family(g)}")
+        every = og[g].get("interval", EVALUATION)
+        name = g if every == EVALUATION else f"{g} (every {every / 60:g}m)"
+        row = [name] + [_ms(s["groups"][g]["ms"]) for s in ss] + [
             f"{big['groups'][g]['samples']:,.0f}", growth[g],
             _ms(nv["ms"]) if nv else "-", f"{nv['ms'] / og[g]['ms']:.1f}" if nv else "-"]
         out.append("| " + " | ".join(row) + " |")
-    row = ["**all obsgen groups**"] + [_ms(total_ms(s, "obsgen")) for s in ss] + [
+    row = ["**all obsgen groups, per 30 s**"] + [_ms(total_ms(s, "obsgen")) for s in ss] + [
         f"{sum(v['samples'] for v in og.values()):,.0f}",
         _growth(total_ms(small, "obsgen"), all_groups, small["ranks"], N),
         _ms(total_ms(big, "naive")), f"{whole:.2f}"]

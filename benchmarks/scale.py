@@ -50,7 +50,7 @@ from pathlib import Path
 import yaml
 
 from obsgen import pipeline
-from obsgen.config import DEFAULTS, Config
+from obsgen.config import DEFAULTS, Config, seconds
 from obsgen.dashboards import PanelQuery, panel_queries
 from obsgen.promql import identifiers
 
@@ -73,6 +73,7 @@ class Rule:
     kind: str  # record or alert
     name: str
     expr: str
+    interval: float = stream.SCRAPE  # the group's evaluation interval, seconds
 
 
 def default_config() -> Config:
@@ -84,7 +85,8 @@ def _groups(doc: dict) -> list[Rule]:
     for g in doc["groups"]:
         for r in g["rules"]:
             kind = "record" if "record" in r else "alert"
-            out.append(Rule(g["name"], kind, r.get("record") or r["alert"], r["expr"]))
+            out.append(Rule(g["name"], kind, r.get("record") or r["alert"], r["expr"],
+                            seconds(g["interval"]) if g.get("interval") else stream.SCRAPE))
     return out
 
 
@@ -135,7 +137,7 @@ def before_rules(current: list[Rule] | None = None) -> list[Rule]:
         clash |= more
 
     return [Rule("before:" + r.group, r.kind, rename(r.name) if r.kind == "record" else r.name,
-                 rename(r.expr)) for r in old]
+                 rename(r.expr), r.interval) for r in old]
 
 
 def before_panels() -> list[PanelQuery]:
@@ -390,6 +392,7 @@ def summarize(b: stream.Bench, raw: dict, suites: dict[str, list[Rule]],
                 per_rule[r.name] = statistics.median(
                     [t for at in EVAL_TIMES for t in measures[(g, r.name, at)].times] or [float("nan")])
             groups[g] = {"suite": s, "ms": 1000 * statistics.median(totals) if totals else None,
+                         "interval": members[0].interval,
                          "samples": statistics.median(samples), "peak_samples": peak,
                          "rules": {k: 1000 * v for k, v in per_rule.items()},
                          "errors": sorted(set(errors))}

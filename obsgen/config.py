@@ -108,6 +108,10 @@ DEFAULTS: dict[str, Any] = {
     "runbook_url": "https://github.com/obsgen/obsgen/blob/main/docs/runbooks/{alert}.md",
     # Evaluation interval of the rule groups; null leaves Prometheus' global interval.
     "rule_interval": None,
+    # Evaluation interval of each family's facts group (job shape and placement, which
+    # change only when a job starts: world size, planned steps, pipeline shape, its hosts
+    # and GPUs); null records them in the family's group, at rule_interval.
+    "facts_interval": "2m",
     # Alert families to render, in registry order; null renders all of them.
     "families": None,
     # Rule file format: prometheus, prometheus-operator, mimir or thanos (obsgen.targets).
@@ -332,8 +336,13 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
         for key, value in data.get(section, {}).items():
             if isinstance(value, str) and seconds(value) <= 0:
                 out.append((f"{section}.{key}", f"must be a duration above zero, got {value!r}"))
-    if data.get("rule_interval") and seconds(data["rule_interval"]) <= 0:
-        out.append(("rule_interval", f"must be a duration above zero, got {data['rule_interval']!r}"))
+    for key in ("rule_interval", "facts_interval"):
+        if data.get(key) and seconds(data[key]) <= 0:
+            out.append((key, f"must be a duration above zero, got {data[key]!r}"))
+    if (data.get("rule_interval") and data.get("facts_interval")
+            and seconds(data["facts_interval"]) < seconds(data["rule_interval"])):
+        out.append(("facts_interval", f"must not be shorter than rule_interval "
+                                      f"({data['rule_interval']}), got {data['facts_interval']!r}"))
     for label, value in data.get("selector", {}).items():
         op, text = ("=", value) if isinstance(value, str) else next(iter(value.items()))
         path = f"selector.{label}" if isinstance(value, str) else f"selector.{label}.{op}"

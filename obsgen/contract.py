@@ -408,6 +408,8 @@ RECORDED: dict[str, Recorded] = {
                  "median of the job's mean step time over the baseline window"),
         Recorded("eta", "job:train_eta:seconds", ("job_id",),
                  "time to completion: remaining steps x current mean step time"),
+        Recorded("planned_end", "job:train_planned_end_timestamp_seconds:max", ("job_id",),
+                 "job's deadline (Unix seconds), from its ranks' launch config"),
         # nccl
         Recorded("late_arrival_ratio",
                  "job_rank_group:nccl_collective_last_arrival:ratio{late_arrival}",

@@ -17,6 +17,9 @@ def expr(text: str) -> str:
 class Record:
     name: str  # rendered name (contract.RECORDED, windows filled in)
     expr: str
+    # A fact of the job's shape or placement (changes only when the job starts): recorded
+    # in the family's facts group, evaluated every facts_interval (obsgen.render).
+    fact: bool = False
 
 
 @dataclass(frozen=True)

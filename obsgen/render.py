@@ -57,12 +57,26 @@ def rule_dict(rule: Record | Alert) -> dict:
     return out
 
 
-def group_dict(fam: Family, cfg: Config) -> dict:
-    group: dict = {"name": f"obsgen-{fam.name}"}
-    if cfg["rule_interval"]:
-        group["interval"] = cfg["rule_interval"]
-    group["rules"] = [rule_dict(r) for r in fam.rules]
+def _group(name: str, interval: str | None, rules) -> dict:
+    group: dict = {"name": name}
+    if interval:
+        group["interval"] = interval
+    group["rules"] = [rule_dict(r) for r in rules]
     return group
+
+
+def group_dicts(fam: Family, cfg: Config) -> list[dict]:
+    """The family's rule groups: ``obsgen-<family>`` at rule_interval, then, when the
+    family records facts of the job's shape or placement and facts_interval is set,
+    ``obsgen-<family>-facts`` at facts_interval. The ruler evaluates groups on their own
+    schedules, so what the first reads from the second is at most one facts_interval old
+    (the facts change only when a job starts)."""
+    facts = [r for r in fam.rules if isinstance(r, Record) and r.fact] if cfg["facts_interval"] else []
+    groups = [_group(f"obsgen-{fam.name}", cfg["rule_interval"],
+                     [r for r in fam.rules if not any(r is f for f in facts)])]
+    if facts:
+        groups.append(_group(f"obsgen-{fam.name}-facts", cfg["facts_interval"], facts))
+    return groups
 
 
 def rule_files(families: list[Family], cfg: Config) -> dict[str, str]:
@@ -71,6 +85,6 @@ def rule_files(families: list[Family], cfg: Config) -> dict[str, str]:
     from . import targets
 
     target = targets.TARGETS[cfg["format"]]
-    return {f"rules/{fam.name}.yaml": dump_yaml(target.document(fam, group_dict(fam, cfg), cfg),
+    return {f"rules/{fam.name}.yaml": dump_yaml(target.document(fam, group_dicts(fam, cfg), cfg),
                                                 f"obsgen/alerts/{fam.name}.py")
             for fam in families}

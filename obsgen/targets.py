@@ -21,33 +21,33 @@ from .model import Family
 @dataclass(frozen=True)
 class Target:
     name: str
-    document: Callable[[Family, dict, Config], dict]  # family, its group -> file document
+    document: Callable[[Family, list[dict], Config], dict]  # family, its groups -> file document
     groups: Callable[[dict], list[dict]]  # file document -> plain Prometheus rule groups
 
 
-def _prometheus(fam: Family, group: dict, cfg: Config) -> dict:
-    return {"groups": [group]}
+def _prometheus(fam: Family, groups: list[dict], cfg: Config) -> dict:
+    return {"groups": groups}
 
 
-def _operator(fam: Family, group: dict, cfg: Config) -> dict:
+def _operator(fam: Family, groups: list[dict], cfg: Config) -> dict:
     pr = cfg["prometheus_rule"]
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
         "metadata": {"name": f"{pr['name_prefix']}{fam.name}", "namespace": pr["namespace"],
                      "labels": dict(pr["labels"])},
-        "spec": {"groups": [group]},
+        "spec": {"groups": groups},
     }
 
 
-def _mimir(fam: Family, group: dict, cfg: Config) -> dict:
-    return {"namespace": f"{cfg['mimir_namespace_prefix']}{fam.name}", "groups": [group]}
+def _mimir(fam: Family, groups: list[dict], cfg: Config) -> dict:
+    return {"namespace": f"{cfg['mimir_namespace_prefix']}{fam.name}", "groups": groups}
 
 
-def _thanos(fam: Family, group: dict, cfg: Config) -> dict:
+def _thanos(fam: Family, groups: list[dict], cfg: Config) -> dict:
     strategy = "abort" if fam.liveness else "warn"
-    return {"groups": [{"name": group["name"], "partial_response_strategy": strategy,
-                        **{k: v for k, v in group.items() if k != "name"}}]}
+    return {"groups": [{"name": g["name"], "partial_response_strategy": strategy,
+                        **{k: v for k, v in g.items() if k != "name"}} for g in groups]}
 
 
 def _strip_thanos(doc: dict) -> list[dict]:

@@ -54,6 +54,8 @@ def durations(cfg: Config) -> dict[str, tuple[float, float]]:
            for k, v in DEFAULTS["windows"].items()}
     for k in DURATION_THRESHOLDS:
         out[f"thresholds.{k}"] = (seconds(DEFAULTS["thresholds"][k]), seconds(cfg["thresholds"][k]))
+    if DEFAULTS["facts_interval"] and cfg["facts_interval"]:
+        out["facts_interval"] = (seconds(DEFAULTS["facts_interval"]), seconds(cfg["facts_interval"]))
     for name, for_ in default_fors().items():
         got = cfg["alerts"].get(name, {}).get("for", for_)
         out[f"alerts.{name}.for"] = (seconds(for_), seconds(got))
@@ -92,6 +94,7 @@ def profile(factor: float) -> dict:
                        for k in DURATION_THRESHOLDS},
         "alerts": {name: {"for": duration(seconds(f) / factor)}
                    for name, f in default_fors().items()},
+        "facts_interval": duration(seconds(DEFAULTS["facts_interval"]) / factor),
     }
 
 

@@ -71,6 +71,9 @@ def test_dashboards_refuse_families_that_leave_out_what_their_panels_read(tmp_pa
         "dashboards: panels read job_rank_group:nccl_collective_last_arrival:ratio15m, recorded by "
         "family 'nccl', which families: leaves out; add nccl to families or set "
         "dashboards.enabled: false",
+        "dashboards: panels read job:train_planned_end_timestamp_seconds:max, recorded by "
+        "family 'progress', which families: leaves out; add progress to families or set "
+        "dashboards.enabled: false",
         "dashboards: panels read job:checkpoint_write:bytes_per_second1h, job:train_run_id:max, "
         "recorded by family 'recovery', which families: leaves out; add recovery to families or "
         "set dashboards.enabled: false"]

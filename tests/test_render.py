@@ -55,6 +55,31 @@ def test_one_rule_file_per_family_in_registry_order():
     assert [p for p in files if p.startswith("rules/")] == [f"rules/{f.NAME}.yaml" for f in registry.FAMILIES]
 
 
+def test_facts_have_their_own_group_at_the_facts_interval_and_nothing_else_does():
+    """A family's facts (job shape and placement) go to obsgen-<family>-facts at
+    facts_interval, after the family's group; its signals and alerts stay at
+    rule_interval. With facts_interval null, every family is one group as before."""
+    data = copy.deepcopy(config.DEFAULTS)
+    data["rule_interval"] = "30s"
+    cfg = config.Config(data, "(test)")
+    facts = {r.name for f in registry.build(cfg) for r in f.records if r.fact}
+    assert facts >= {"job:train_world_size:max", "job_gpu:kube_pod_gpu:info"}
+    for path, text in pipeline.render_all(cfg).items():
+        if not path.startswith("rules/"):
+            continue
+        groups = yaml.safe_load(text)["groups"]
+        family = Path(path).stem
+        assert groups[0]["name"] == f"obsgen-{family}" and groups[0]["interval"] == "30s"
+        assert not {r.get("record") for r in groups[0]["rules"]} & facts, path
+        for g in groups[1:]:
+            assert (g["name"], g["interval"]) == (f"obsgen-{family}-facts", "2m"), path
+            assert {r.get("record") for r in g["rules"]} <= facts, path
+    data["facts_interval"] = None
+    for path, text in pipeline.render_all(config.Config(data, "(test)")).items():
+        if path.startswith("rules/"):
+            assert len(yaml.safe_load(text)["groups"]) == 1, path
+
+
 @pytest.mark.parametrize("cfg", [defaults, custom], ids=["defaults", "custom"])
 def test_every_expression_parses_as_promql(cfg):
     for path, rule in rules(pipeline.render_all(cfg())):

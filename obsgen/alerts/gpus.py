@@ -119,7 +119,7 @@ def build(c: Ctx) -> Family:
     rules = (
         Record(c.rname(R.job_nodes), expr(f"""
             count {c.by(L.job_id, L.node)} ({c.m(M.train_world_size, extra=(f'{c.l(L.node)}!=""',))})
-        """)),
+        """), fact=True),
         Record(c.rname(R.job_gpus), expr(f"""
             group {c.by(L.job_id, L.node, L.gpu, L.UUID)} (
               label_replace(
@@ -129,7 +129,7 @@ def build(c: Ctx) -> Family:
                 {quote(c.l(L.job_id))}, "$1", {quote(c.l(L.label_job_id))}, "(.+)"
               )
             )
-        """)),
+        """), fact=True),
         Record(c.rname(R.sm_active_spread), expr(f"""
             stddev {c.by(L.job_id, L.node)} (
               {c.r(R.job_gpus)}

@@ -43,15 +43,15 @@ def build(c: Ctx) -> Family:
         """)),
         Record(c.rname(R.pp_size), expr(f"""
             max {c.by(L.job_id)} ({c.m(M.train_pipeline_stages)})
-        """)),
+        """), fact=True),
         Record(c.rname(R.microbatches), expr(f"""
             max {c.by(L.job_id)} ({c.m(M.train_microbatches_per_step)})
-        """)),
+        """), fact=True),
         Record(c.rname(R.bubble_theoretical), expr(f"""
             ({c.r(R.pp_size)} - 1)
             /
             (({c.r(R.microbatches)} + {c.r(R.pp_size)} - 1) > 0)
-        """)),
+        """), fact=True),
         Alert(
             name="Train_Bubble_Excess",
             expr=expr(f"""

@@ -58,8 +58,13 @@ def build(c: Ctx) -> Family:
     run = c.r(R.run_id)
     settled = f"({run} == {on} ({run} offset {quiet}))"
     ratio = number(t["step_regression_ratio"])
-    deadline = f"max {c.by(L.job_id)} ({c.m(M.train_planned_end_timestamp_seconds)})"
+    deadline = c.r(R.planned_end)
     rules = (
+        # A fact of the launch config every rank publishes: recorded every facts_interval,
+        # not read from every rank at each evaluation of the alert.
+        Record(c.rname(R.planned_end), expr(f"""
+            max {c.by(L.job_id)} ({c.m(M.train_planned_end_timestamp_seconds)})
+        """), fact=True),
         Record(c.rname(R.step_baseline), expr(f"""
             quantile_over_time(0.5, {c.r(R.step_mean)}[{baseline}])
         """)),

@@ -53,13 +53,13 @@ def build(c: Ctx) -> Family:
         """)),
         Record(c.rname(R.world_size), expr(f"""
             max {c.by(L.job_id)} ({c.m(M.train_world_size)})
-        """)),
+        """), fact=True),
         Record(c.rname(R.current_step), expr(f"""
             max {c.by(L.job_id)} ({c.m(M.train_current_step)})
         """)),
         Record(c.rname(R.planned_steps), expr(f"""
             max {c.by(L.job_id)} ({c.m(M.train_planned_steps)})
-        """)),
+        """), fact=True),
         Record(c.rname(R.step_mean), expr(f"""
             sum {c.by(L.job_id)} ({c.rate(M.train_step_seconds, '_sum', rate)})
             /

@@ -30,7 +30,7 @@ def build(env) -> View:
 
     planned, current, step = q.r(R.planned_steps), q.r(R.current_step), q.r(R.step_mean)
     eta = f"(clamp_min({planned} - {on} {current}, 0)\n * {on}\n {step})"
-    planned_end = f"max {q.by(*job)} ({q.m(M.train_planned_end_timestamp_seconds)})"
+    planned_end = q.r(R.planned_end)
     ratio = q.r(R.compute_ratio, rank=True, stage=True)
     firing = q.m(M.ALERTS, match={L.alertstate: "firing"},
                  regex={L.alertname: "|".join(env.alerts)})
