@@ -140,7 +140,7 @@ def build(c: Ctx) -> Family:
             (
               {c.r(R.job_nodes)} * 0
               + {c.join((L.node,))}
-              stddev {c.by(L.node)} ({sm})
+              {to_node(c, f"stddev {c.by(L.Hostname)} (max {c.by(L.Hostname, L.gpu, L.UUID)} ({c.m(M.DCGM_FI_PROF_SM_ACTIVE)}))")}
               unless {c.on(L.node)}
               {c.r(R.job_gpus)}
             )
