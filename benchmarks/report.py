@@ -260,7 +260,7 @@ def markdown(results: dict) -> str:
     out.append("")
 
     out += findings(ss)
-    out += drop_buckets_finding(ss, results.get("drop_buckets"))
+    out += drop_buckets_finding(ss, results.get("drop_buckets"), results.get("rules_sha"))
     # series ---------------------------------------------------------------------------
     out += series_section(big)
     out += method_section(results, big)
@@ -298,22 +298,42 @@ def findings(ss: list[dict]) -> list[str]:
            "cheaper; it cuts the memory and disk of the Prometheus that holds the job. For "
            "the panels the lever left is per-host aggregates exported at the source for "
            "dashboard-only signals (the issue's \"pre-aggregation per node\").",
-           "- Joins over every rank for one label: `Train_Straggler_Persistent` named the "
-           "host of a slow rank by joining every rank's newest `train_world_size` (a read, a "
-           "`timestamp`, a `topk` and a `max` per rank at every evaluation, for the one rank "
-           "that fires); the straggler records now keep the `node` label every series of "
-           "`obsgen.instrument` carries, so the alert and the overview's top-N table need no "
-           "join, and the transient count reads the share once (`> 0 <= 0.5`, not a second "
-           "read and an `unless`). A rank moved to another host starts a new series there; its "
-           "share is of the stage's evaluations in the window, not its own, so a few minutes on "
-           "a new host are not \"most of the window\" (a fixture fails on the version that "
-           "averaged the rank's own samples). Straggler family before / after: "
+           "- Job facts re-read every 30 s: world size, planned steps, pipeline stages and "
+           "microbatches, the deadline, the hosts and the GPUs a job runs on change only when "
+           "it starts, but every evaluation read them from every rank (or GPU): at 16,384 ranks "
+           "611 of the 4,602 ms the groups cost per evaluation in the previous run, the GPU "
+           "map (`job_gpu:kube_pod_gpu:info`, a join of every GPU with every pod) 322 of them. "
+           "They are now recorded by a facts group of their family, `obsgen-<family>-facts`, "
+           "every `facts_interval` (2m; null restores one group per family): what the alerts "
+           "read from them is at most 2 minutes old, against fors and windows of 15 minutes "
+           "to an hour. The deadline became a record too (`Train_ETA_Slip` and the overview "
+           "read it instead of every rank's gauge). Before / after in ruler time per 30 s: "
+           "gpus " + "; ".join(_before_after_ratio(s, ("obsgen-gpus",)) for s in ss)
+           + "; ranks " + "; ".join(_before_after_ratio(s, ("obsgen-ranks",)) for s in ss)
+           + "; pipeline " + "; ".join(_before_after_ratio(s, ("obsgen-pipeline",)) for s in ss)
+           + "; progress " + "; ".join(_before_after_ratio(s, ("obsgen-progress",)) for s in ss)
+           + ".",
+           "- A 0 for every rank that is not straggling: the straggler flag was recorded as "
+           "0 or 1 for every rank every 30 s, so the share read 30 minutes of every rank's "
+           "flag, and the transient count and Persistent every rank's share, for the few "
+           "ranks that straggle. The flag is now recorded only while a rank straggles (the "
+           "ruler writes a stale marker when it stops); the share counts its samples over the "
+           "stage's evaluations, the same number for every rank that straggled and no series "
+           "for the others (the fixtures pass unchanged). Straggler family before / after: "
            + "; ".join(_before_after_ratio(s) for s in ss) + ".",
-           "- Job-level facts read once: the ETA read four series of every rank (planned and "
-           "current step, step-time sum and count) that the ranks family already records per "
-           "job; it now multiplies those three records (one evaluation older at most, 30 s "
-           "against a 30m `for`; its fixture reads them one interval back). Progress before / "
-           "after: " + "; ".join(_before_after_ratio(s, ("obsgen-progress",)) for s in ss) + ".",
+           "- Panels that relabel before they aggregate: the hardware view copied "
+           "dcgm-exporter's `Hostname` into `node` on every GPU (node_exporter's `nodename` on "
+           "every port) and then aggregated per host; `label_replace` builds a label set per "
+           "series and step, so relabelling 8 GPUs per host cost most of the query. They now "
+           "aggregate per host under the exporter's own label and relabel the host. The clock "
+           "reasons were tested as `floor(x / bit) % 2 == 1`, four operations on every GPU at "
+           "every step; `(x >= bit) % (2 * bit) >= bit` drops the GPUs below the bit first "
+           "(most GPUs, at full clocks). Before / after at " + f"{N:,}" + " ranks: "
+           + "; ".join(_panel_before_after(big, p) for p in (
+               "Training · Hardware / GPUs held below full clocks, by reason",
+               "Training · Hardware / Hottest GPU per host",
+               "Training · Hardware / ECC errors per host",
+               "Training · DP / InfiniBand transmit of the job's hosts")) + ".",
            "- The late-arrival family (`obsgen-nccl`) read 15 minutes of two counters per "
            "rank and collective (op, group), 12 series per rank here, and joined every rank's "
            "`nccl_communicator_ranks` to name the host: the costliest group per rank. Samples "
@@ -329,6 +349,11 @@ def findings(ss: list[dict]) -> list[str]:
            "Late-arrival family before / after: "
            + "; ".join(_before_after_ratio(s, ("obsgen-nccl",)) for s in ss) + ".",
            "- Earlier changes, measured in earlier runs (`git log benchmarks/RESULTS.md`): the "
+           "straggler records keep the `node` label every series of `obsgen.instrument` "
+           "carries, so `Train_Straggler_Persistent` and the overview's top-N table no longer "
+           "join every rank's newest `train_world_size` to name the host (straggler family "
+           "1.20x at 16,384 ranks); the ETA from the ranks family's job records instead of "
+           "four reads of every rank's series (progress 6.21x at 16,384 ranks); the "
            "straggler flag window read once per evaluation (`share30m`); `obsgen-checkpoints` "
            "and `obsgen-recovery` from job-level records of the rate window instead of an "
            "hour of every rank's counters (1.87x at 4,096 ranks); `obsgen-gpus` from sparse "
@@ -349,11 +374,40 @@ def findings(ss: list[dict]) -> list[str]:
 DROP_BUCKETS = "results-drop-buckets.json"
 
 
-def drop_buckets_finding(ss: list[dict], other: dict | None) -> list[str]:
+def _drop_buckets_data_only(ss: list[dict], other: dict) -> list[str]:
+    rows = []
+    for s in ss:
+        o = other["sizes"].get(str(s["ranks"]))
+        if o:
+            rows.append(f"| {s['ranks']:,} | {s['counts']['all'] / s['ranks']:.0f} / "
+                        f"{o['counts']['all'] / o['ranks']:.0f} | "
+                        f"{_mib(s['memory']['obsgen']['panels_peak_rss'])} / "
+                        f"{_mib(o['memory']['obsgen']['panels_peak_rss'])} | "
+                        f"{s['built']['tsdb_bytes'] / 2**30:.2f} / {o['built']['tsdb_bytes'] / 2**30:.2f} |")
+    if not rows:
+        return []
+    return ["## Without the unread buckets", "",
+            "The same job scraped through `examples/prometheus/drop-unread-buckets.yaml` (no "
+            "`_bucket` series; no obsgen rule or panel reads one), measured by `python -m "
+            f"benchmarks.scale --drop-buckets` in a separate run ({DROP_BUCKETS}) on the rules "
+            "as they were before this run's changes, so only what the data itself costs is "
+            "compared here: kept (this run) / dropped. On the same rules (commit df8e6dc) "
+            "rule and panel times were within 5% with and without the buckets at every size "
+            "(16,384 ranks: all groups 4,602 / 4,705 ms, slowest panel 37,618 / 39,212 ms): "
+            "the rules and panels look up the same series either way.", "",
+            "| ranks | series per rank | peak RSS MiB of the process that ran everything | TSDB GiB |",
+            "|---:|---:|---:|---:|", *rows, ""]
+
+
+def drop_buckets_finding(ss: list[dict], other: dict | None, sha: str | None = None) -> list[str]:
     """The same job scraped without its histograms' _bucket series (``--drop-buckets``,
-    saved as results-drop-buckets.json beside results.json), size by size."""
+    saved as results-drop-buckets.json beside results.json), size by size. Times are
+    compared only when both runs measured the same rules (``rules_sha``); otherwise the
+    data's own numbers are (series, memory, disk)."""
     if not other:
         return []
+    if not sha or other.get("rules_sha") != sha:
+        return _drop_buckets_data_only(ss, other)
     rows = []
     for s in ss:
         o = other["sizes"].get(str(s["ranks"]))
@@ -383,13 +437,28 @@ def drop_buckets_finding(ss: list[dict], other: dict | None) -> list[str]:
             "|---:|---:|---:|---:|---:|---:|---:|", *rows, ""]
 
 
+def after_groups(size: dict, group: str) -> dict:
+    """The current groups of ``group``'s family: the family's group and its facts group."""
+    return {g: v for g, v in suite(size, "obsgen").items() if family(g) == family(group)}
+
+
 def _before_after_ratio(size: dict, groups=("obsgen-stragglers",)) -> str:
+    """Before over after, in ruler time per 30 s (a facts group counts a quarter)."""
     b = [size["groups"].get("before:" + g) for g in groups]
-    a = [size["groups"].get(g) for g in groups]
+    a = [after_groups(size, g) for g in groups]
     if not all(b) or not all(a):
         return f"not measured at {size['ranks']:,} ranks"
-    ratio = sum(x["ms"] for x in b) / sum(x["ms"] for x in a)
+    ratio = (sum(per_evaluation(x) for x in b)
+             / sum(per_evaluation(v) for x in a for v in x.values()))
     return f"{ratio:.2f} at {size['ranks']:,} ranks"
+
+
+def _panel_before_after(size: dict, panel: str) -> str:
+    b, a = panels_of(size, "before").get(panel), panels_of(size).get(panel)
+    name = panel.split(" / ", 1)[-1]
+    if not b or not a or not a["ms"]:
+        return f"{name} not measured"
+    return f"{name} {_ms(b['ms'])} -> {_ms(a['ms'])} ms ({b['ms'] / a['ms']:.1f}x)"
 
 
 def _samples_before_after(size: dict, groups) -> str:
@@ -407,15 +476,23 @@ def before_after(ss: list[dict]) -> list[str]:
     out = ["## Before and after (same data, same run)", "",
            "`before` is each rule group this benchmark changed, as main rendered it before "
            "(`benchmarks/baseline/rules.yaml`), measured on the same TSDB in the same run as "
-           "the current rules (`after`).", "",
+           "the current rules (`after`). A family's after is its group and its facts group, "
+           "in ruler time per 30 s (the facts group, every 2m, counts a quarter); its rules "
+           "are listed at their time per evaluation, the facts marked.", "",
            f"| rule group | before ms at {N:,} | after ms at {N:,} | before / after |",
            "|---|---:|---:|---:|"]
-    for g, v in sorted(suite(big, "obsgen").items()):
-        b = big["groups"].get("before:" + g)
-        if b:
-            out.append(f"| {g} | {_ms(b['ms'])} | {_ms(v['ms'])} | {b['ms'] / v['ms']:.2f} |")
-            for r in sorted(set(b["rules"]) | set(v["rules"])):
-                out.append(f"| &nbsp; `{r}` | {_ms(b['rules'].get(r))} | {_ms(v['rules'].get(r))} | |")
+    for bg, b in sorted(suite(big, "before").items()):
+        g = bg.removeprefix("before:")
+        after = after_groups(big, g)
+        if not after:
+            continue
+        a_ms = sum(per_evaluation(v) for v in after.values())
+        out.append(f"| {g} | {_ms(per_evaluation(b))} | {_ms(a_ms)} | {per_evaluation(b) / a_ms:.2f} |")
+        now = {r: (ms, k.endswith("-facts")) for k, v in after.items() for r, ms in v["rules"].items()}
+        for r in sorted(set(b["rules"]) | set(now)):
+            ms, fact = now.get(r, (None, False))
+            out.append(f"| &nbsp; `{r}`{' (facts)' if fact else ''} | {_ms(b['rules'].get(r))} "
+                       f"| {_ms(ms)} | |")
     out.append("")
     before, after = panels_of(big, "before"), panels_of(big, "obsgen")
     if not before:
@@ -547,7 +624,7 @@ def plot(results: dict, path: Path) -> None:
     for g in sorted(suite(ss[-1], "obsgen")):
         ax1.plot(ns, [s["groups"][g]["ms"] for s in ss], marker="o", label=g)
     ax1.plot(ns, [total_ms(s, "obsgen") for s in ss], marker="s", lw=2.5, color="black",
-             label="obsgen: all groups")
+             label="obsgen: all groups, ruler ms per 30 s")
     ax1.plot(ns, [total_ms(s, "naive") for s in ss], marker="s", lw=2.5, ls="--", color="red",
              label="naive suite")
     ax1.plot(ns, [s["groups"]["naive-stragglers"]["ms"] for s in ss], marker="^", ls="--",

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
 import re
 import shutil
@@ -97,6 +98,13 @@ def obsgen_rules(cfg: Config) -> list[Rule]:
     for path in sorted(p for p in files if p.startswith("rules/") and p.endswith(".yaml")):
         out.extend(_groups(yaml.safe_load(files[path])))
     return out
+
+
+def rules_sha() -> str:
+    """A fingerprint of the rules measured (obsgen's, at the defaults): two runs compare
+    their times only when they measured the same rules."""
+    text = "\n".join(f"{r.group} {r.name} {r.interval} {r.expr}" for r in obsgen_rules(default_config()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def naive_rules() -> list[Rule]:
@@ -521,7 +529,7 @@ def main(argv=None) -> int:
         return 0
     t0 = time.monotonic()
     args.work.mkdir(parents=True, exist_ok=True)
-    results = {"sizes": {}, "machine": report.machine()}
+    results = {"sizes": {}, "machine": report.machine(), "rules_sha": rules_sha()}
     if results_path.exists() and not args.quick:
         results = json.loads(results_path.read_text())
         results["machine"] = report.machine()

@@ -196,8 +196,10 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
                 "emitter": m.emitter, "labels": [cfg.label(l) for l in m.labels],
                 "readers": list(dict.fromkeys(readers_of_metric.get(m.key, [])))}
                for m in contract.METRICS.values()]
+    facts = {r.name for f in families for r in f.records if r.fact} if cfg["facts_interval"] else set()
     recorded = [{"name": name, "labels": [cfg.label(l) for l in recorded_by_name[name].labels],
-                 "help": recorded_by_name[name].help, "family": index.record_family[name],
+                 "help": recorded_by_name[name].help,
+                 "group": f"obsgen-{index.record_family[name]}" + ("-facts" if name in facts else ""),
                  "readers": list(dict.fromkeys(readers_of_record.get(name, [])))}
                 for name in index.records]
     from .presets import PRESETS
@@ -209,7 +211,8 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
                          for k, v in list(p.metrics.items()) + list(p.labels.items())]}
             for p in PRESETS.values()])
     files["docs/metrics.md"] = env.get_template("metrics.md.j2").render(
-        header=header_md("obsgen/contract.py"), metrics=metrics, recorded=recorded)
+        header=header_md("obsgen/contract.py"), metrics=metrics, recorded=recorded,
+        facts_interval=cfg["facts_interval"])
     return files
 
 
