@@ -532,7 +532,7 @@ def main(argv=None) -> int:
     results = {"sizes": {}, "machine": report.machine(), "rules_sha": rules_sha()}
     if results_path.exists() and not args.quick:
         results = json.loads(results_path.read_text())
-        results["machine"] = report.machine()
+        results["machine"], results["rules_sha"] = report.machine(), rules_sha()
     for n in sizes:
         # --quick skips the compaction (Prometheus waits a minute before it starts): it
         # measures on the backfilled blocks as they are, which is fine for a smoke test
