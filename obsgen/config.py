@@ -110,7 +110,7 @@ DEFAULTS: dict[str, Any] = {
     "rule_interval": None,
     # Evaluation interval of each family's facts group (job shape and placement, which
     # change only when a job starts: world size, planned steps, pipeline shape, its hosts
-    # and GPUs); null records them in the family's group, at rule_interval.
+    # and GPUs), never shorter than rule_interval; null records them in the family's group.
     "facts_interval": "2m",
     # Alert families to render, in registry order; null renders all of them.
     "families": None,
@@ -172,6 +172,16 @@ class ConfigError(Exception):
     def __init__(self, problems: list[str]):
         super().__init__("\n".join(problems))
         self.problems = problems
+
+
+def facts_interval(cfg) -> str | None:
+    """The facts groups' interval as rendered: ``facts_interval``, or ``rule_interval``
+    when that is longer (facts are never evaluated more often than the rules); None
+    when facts are recorded in their family's group."""
+    facts, rules = cfg["facts_interval"], cfg["rule_interval"]
+    if not facts:
+        return None
+    return rules if rules and seconds(rules) > seconds(facts) else facts
 
 
 def seconds(duration: str) -> float:
@@ -339,10 +349,6 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
     for key in ("rule_interval", "facts_interval"):
         if data.get(key) and seconds(data[key]) <= 0:
             out.append((key, f"must be a duration above zero, got {data[key]!r}"))
-    if (data.get("rule_interval") and data.get("facts_interval")
-            and seconds(data["facts_interval"]) < seconds(data["rule_interval"])):
-        out.append(("facts_interval", f"must not be shorter than rule_interval "
-                                      f"({data['rule_interval']}), got {data['facts_interval']!r}"))
     for label, value in data.get("selector", {}).items():
         op, text = ("=", value) if isinstance(value, str) else next(iter(value.items()))
         path = f"selector.{label}" if isinstance(value, str) else f"selector.{label}.{op}"

@@ -20,7 +20,7 @@ from importlib import resources
 import jinja2
 
 from . import contract, familydoc
-from .config import Config, seconds
+from .config import Config, facts_interval, seconds
 from .model import Family
 from .promql import Ctx, identifiers
 from .render import MARKER
@@ -196,7 +196,7 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
                 "emitter": m.emitter, "labels": [cfg.label(l) for l in m.labels],
                 "readers": list(dict.fromkeys(readers_of_metric.get(m.key, [])))}
                for m in contract.METRICS.values()]
-    facts = {r.name for f in families for r in f.records if r.fact} if cfg["facts_interval"] else set()
+    facts = {r.name for f in families for r in f.records if r.fact} if facts_interval(cfg) else set()
     recorded = [{"name": name, "labels": [cfg.label(l) for l in recorded_by_name[name].labels],
                  "help": recorded_by_name[name].help,
                  "group": f"obsgen-{index.record_family[name]}" + ("-facts" if name in facts else ""),
@@ -212,7 +212,7 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
             for p in PRESETS.values()])
     files["docs/metrics.md"] = env.get_template("metrics.md.j2").render(
         header=header_md("obsgen/contract.py"), metrics=metrics, recorded=recorded,
-        facts_interval=cfg["facts_interval"])
+        facts_interval=facts_interval(cfg))
     return files
 
 

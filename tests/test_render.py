@@ -74,6 +74,9 @@ def test_facts_have_their_own_group_at_the_facts_interval_and_nothing_else_does(
         for g in groups[1:]:
             assert (g["name"], g["interval"]) == (f"obsgen-{family}-facts", "2m"), path
             assert {r.get("record") for r in g["rules"]} <= facts, path
+    data["rule_interval"] = "5m"  # facts are never evaluated more often than the rules
+    groups = yaml.safe_load(pipeline.render_all(config.Config(data, "(test)"))["rules/gpus.yaml"])["groups"]
+    assert [g["interval"] for g in groups] == ["5m", "5m"]
     data["facts_interval"] = None
     for path, text in pipeline.render_all(config.Config(data, "(test)")).items():
         if path.startswith("rules/"):
