@@ -570,7 +570,9 @@ def method_section(results: dict, big: dict) -> list[str]:
         "times are spread and a rate window; counters start from what the job accumulated "
         "before. The gradient norm and loss (one series each, from the last rank) carry the "
         "whole 6 h 15 min, because the vanishing-gradient baseline reads 6 h. Recorded series "
-        "are backfilled over the span their inputs cover.", "",
+        "are backfilled over the span their inputs cover, every 30 s, the facts groups' too "
+        "(a live ruler writes those every 2m; a rule that reads one looks up its last sample "
+        "either way).", "",
         f"**Cut, and why.** Series that no measured query reads carry only their last 10 "
         f"minutes ({per_unread:g} of {sum(big['series_per_rank'].values()):g} series per rank: "
         + ", ".join(f"`{u}`" for u in unread) + "). They are in the TSDB's index, so series "
