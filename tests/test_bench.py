@@ -228,14 +228,14 @@ def test_a_rank_publishes_what_obsgen_plan_counts_for_the_same_shape():
 def test_a_facts_group_costs_the_ruler_its_time_scaled_by_its_interval():
     """Totals are ruler time per 30 s: a group evaluated every 2m counts a quarter, and a
     family's facts group belongs to the family (for the comparison with the naive rule)."""
-    from benchmarks import report, scale
+    from benchmarks import measures, scale
 
     rules = {r.group: r.interval for r in scale.obsgen_rules(scale.default_config())}
     assert rules["obsgen-gpus"] == 30 and rules["obsgen-gpus-facts"] == 120
     size = {"groups": {"obsgen-gpus": {"suite": "obsgen", "ms": 800.0, "interval": 30},
                        "obsgen-gpus-facts": {"suite": "obsgen", "ms": 400.0, "interval": 120},
                        "naive-ranks": {"suite": "naive", "ms": 50.0}}}
-    assert report.total_ms(size, "obsgen") == 900.0
-    assert report.once_ms(size, "obsgen") == 1200.0
-    assert report.total_ms(size, "naive") == 50.0
-    assert report.family("obsgen-gpus-facts") == report.family("obsgen-gpus") == "gpus"
+    assert measures.total_ms(size, "obsgen") == 900.0
+    assert measures.once_ms(size, "obsgen") == 1200.0
+    assert measures.total_ms(size, "naive") == 50.0
+    assert measures.family("obsgen-gpus-facts") == measures.family("obsgen-gpus") == "gpus"
