@@ -68,9 +68,9 @@ def _group(name: str, interval: str | None, rules) -> dict:
 def group_dicts(fam: Family, cfg: Config) -> list[dict]:
     """The family's rule groups: ``obsgen-<family>`` at rule_interval, then, when the
     family records facts of the job's shape or placement and facts_interval is set,
-    ``obsgen-<family>-facts`` at facts_interval (rule_interval if longer). The ruler evaluates groups on their own
-    schedules, so what the first reads from the second is at most one facts_interval old
-    (the facts change only when a job starts)."""
+    ``obsgen-<family>-facts`` at facts_interval (rule_interval if longer). The ruler
+    evaluates groups on their own schedules, so what the first reads from the second is
+    at most one facts interval old (the facts change only when a job starts)."""
     every = facts_interval(cfg)
     facts = [r for r in fam.rules if isinstance(r, Record) and r.fact] if every else []
     groups = [_group(f"obsgen-{fam.name}", cfg["rule_interval"],
