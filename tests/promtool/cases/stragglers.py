@@ -4,7 +4,7 @@ from statistics import median
 
 from obsgen.synth import Job, RankLoss, Restart, RotatingSlow, SlowRank
 
-from ..support import At, Case, Fired, Never
+from ..support import At, Case, Fired, Never, Value
 
 P, T = "Train_Straggler_Persistent", "Train_Straggler_Transient"
 JOB = "llm-pretrain-a"
@@ -24,6 +24,7 @@ def straggler(job: Job, rank: int, minute: float) -> Fired:
                  ratio(job, rank, minute))
 
 
+SLOW3 = f'{{job_id="{JOB}", rank="3", stage="0", node="gpu-node-000"}}'
 persistent = Job(job_id=JOB, faults=(SlowRank(rank=3, factor=1.2, start=30 * MIN),))
 from_start = Job(job_id=JOB, faults=(SlowRank(rank=3, factor=1.2, start=0),))
 lost = Job(job_id=JOB, faults=(SlowRank(rank=3, factor=1.2, start=0),
@@ -54,7 +55,10 @@ CASES = {
     "within 20 minutes, and never Transient": Case(
         [persistent], 80,
         [Never(P, end=45), At(50, P, (straggler(persistent, 3, 50),)),
-         At(80, P, (straggler(persistent, 3, 80),)), Never(T)]),
+         At(80, P, (straggler(persistent, 3, 80),)), Never(T),
+         # the flag and the share exist for the straggling rank only, not as a 0 per rank
+         Value(80, "job_rank:train_straggler:flag5m", {f"job_rank:train_straggler:flag5m{SLOW3}": 1}),
+         Value(80, "job_rank:train_straggler:share30m", {f"job_rank:train_straggler:share30m{SLOW3}": 1})]),
     "a slow rank rotating every 5 minutes fires Transient, never Persistent": Case(
         [Job(job_id=JOB, faults=(RotatingSlow(factor=1.2, period=5 * MIN, start=10 * MIN),))], 75,
         [Never(P), Never(T, end=20), At(40, T, (Fired({"job_id": JOB}, 6),)),
