@@ -23,7 +23,7 @@ from . import contract, familydoc
 from .config import Config, facts_interval, seconds
 from .model import Family
 from .promql import Ctx, identifiers
-from .render import MARKER
+from .render import MARKER, group_name
 
 TUNED_SECTIONS = ("thresholds", "windows")
 
@@ -55,7 +55,6 @@ def template_text(text: str, cfg: Config) -> str:
 class Index:
     """Which recorded series and metrics each rule reads, as configured."""
     records: dict[str, str]  # recorded name -> expression
-    record_family: dict[str, str]
     metric_names: dict[str, contract.Metric]  # series name (with suffixes) -> metric
 
     @classmethod
@@ -65,8 +64,7 @@ class Index:
             base = cfg.metric(m.key)
             for suffix in (("_sum", "_count", "_bucket") if m.type == contract.HISTOGRAM else ("",)):
                 names[base + suffix] = m
-        return cls({r.name: r.expr for f in families for r in f.records},
-                   {r.name: f.name for f in families for r in f.records}, names)
+        return cls({r.name: r.expr for f in families for r in f.records}, names)
 
     def closure(self, expr: str) -> tuple[list[str], list[contract.Metric]]:
         """Recorded series read by ``expr`` (transitively) and the metrics under them."""
@@ -196,10 +194,9 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
                 "emitter": m.emitter, "labels": [cfg.label(l) for l in m.labels],
                 "readers": list(dict.fromkeys(readers_of_metric.get(m.key, [])))}
                for m in contract.METRICS.values()]
-    facts = {r.name for f in families for r in f.records if r.fact} if facts_interval(cfg) else set()
+    group_of = {r.name: group_name(f, r, cfg) for f in families for r in f.records}
     recorded = [{"name": name, "labels": [cfg.label(l) for l in recorded_by_name[name].labels],
-                 "help": recorded_by_name[name].help,
-                 "group": f"obsgen-{index.record_family[name]}" + ("-facts" if name in facts else ""),
+                 "help": recorded_by_name[name].help, "group": group_of[name],
                  "readers": list(dict.fromkeys(readers_of_record.get(name, [])))}
                 for name in index.records]
     from .presets import PRESETS

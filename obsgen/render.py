@@ -65,19 +65,25 @@ def _group(name: str, interval: str | None, rules) -> dict:
     return group
 
 
+def group_name(fam: Family, rule: Record | Alert, cfg: Config) -> str:
+    """The group that evaluates ``rule``: ``obsgen-<family>``, or, for a fact of the job's
+    shape or placement while facts_interval is set, ``obsgen-<family>-facts``."""
+    fact = isinstance(rule, Record) and rule.fact and facts_interval(cfg)
+    return f"obsgen-{fam.name}" + ("-facts" if fact else "")
+
+
 def group_dicts(fam: Family, cfg: Config) -> list[dict]:
     """The family's rule groups: ``obsgen-<family>`` at rule_interval, then, when the
     family records facts of the job's shape or placement and facts_interval is set,
     ``obsgen-<family>-facts`` at facts_interval (rule_interval if longer). The ruler
     evaluates groups on their own schedules, so what the first reads from the second is
     at most one facts interval old (the facts change only when a job starts)."""
-    every = facts_interval(cfg)
-    facts = [r for r in fam.rules if isinstance(r, Record) and r.fact] if every else []
-    groups = [_group(f"obsgen-{fam.name}", cfg["rule_interval"],
-                     [r for r in fam.rules if not any(r is f for f in facts)])]
-    if facts:
-        groups.append(_group(f"obsgen-{fam.name}-facts", every, facts))
-    return groups
+    main = f"obsgen-{fam.name}"
+    by_group: dict[str, list] = {main: []}
+    for r in fam.rules:
+        by_group.setdefault(group_name(fam, r, cfg), []).append(r)
+    return [_group(name, cfg["rule_interval"] if name == main else facts_interval(cfg), rules)
+            for name, rules in by_group.items()]
 
 
 def rule_files(families: list[Family], cfg: Config) -> dict[str, str]:
