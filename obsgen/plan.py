@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from . import config, contract
 from .contract import HISTOGRAM, L, M
 
-SERIES_PER_HISTOGRAM = len(contract.DEFAULT_BUCKETS) + 2  # with the default buckets
 BYTES_PER_SERIES = 4096  # rough Prometheus head cost of an active series (memory)
 
 
@@ -115,8 +114,7 @@ def plan(s: Shape, windows: dict[str, str] | None = None) -> list[Line]:
         source = SOURCES.get(m.emitter, "exporters")
         if not _optional(m, s) or (source == "NCCL sidecar" and not s.sidecar):
             continue
-        per = _fan_out(m, s) * (len(m.buckets or contract.DEFAULT_BUCKETS) + 2
-                                if m.type == HISTOGRAM else 1)
+        per = _fan_out(m, s) * (_buckets(m) + 2 if m.type == HISTOGRAM else 1)
         if m in (M.job_recovery_seconds, M.job_checkpoint_age_at_failure_seconds) or (
                 m in (M.train_grad_norm, M.train_loss) and not s.all_ranks_report_loss):
             lines.append(Line(m.key, m.type, "job", per, per, source))
@@ -146,9 +144,14 @@ def unread_buckets(lines: list[Line]) -> int:
     out = 0
     for l in lines:
         if l.type == HISTOGRAM:
-            n = len(contract.METRICS[l.name].buckets or contract.DEFAULT_BUCKETS)
+            n = _buckets(contract.METRICS[l.name])
             out += l.total * n // (n + 2)
     return out
+
+
+def _buckets(m: contract.Metric) -> int:
+    """Bucket series per label set of a histogram (beside its _sum and _count)."""
+    return len(m.buckets or contract.DEFAULT_BUCKETS)
 
 
 def report(s: Shape, windows: dict[str, str] | None = None) -> str:
