@@ -101,7 +101,9 @@ LABELS: dict[str, Label] = {
 
 _JRS = ("job_id", "rank", "stage")
 _DCGM = ("UUID", "gpu", "Hostname", "pod", "namespace", "container")
-_JROG = ("job_id", "rank", "op", "group")
+# The sidecar's per-rank collective series name the host of the rank's records (node), as
+# obsgen.instrument's do: the all-reduce windows per host need no join over every rank.
+_JROG = ("job_id", "rank", "op", "group", "node")
 # The alignment counters are per parallel group, all its ops together (no rule or panel
 # reads them by op, and per op they were one series per collective type of the group), and
 # name the host of the rank's records, so the late-arrival alert needs no join for it.

@@ -38,8 +38,16 @@ def exporter(d: Path, clock=None, **kw) -> Exporter:
 
 
 def per_rank(e: Exporter, field: str) -> dict:
-    """A per-(rank, op, group) field of the store (bytes, unrecorded, ...), zeros left out."""
-    return {k: getattr(s, field) for k, s in e.store.ranks.items() if getattr(s, field)}
+    """A per-(rank, op, group) field of the store (bytes, unrecorded, ...), zeros left out;
+    every rank of these jobs stays on its host, so (rank, op, group) names one series, and
+    its node is the host the rank's records name."""
+    out = {}
+    for (rank, op, group, node), s in e.store.ranks.items():
+        assert node == e.store.nodes[rank] != "", (rank, node)
+        assert (rank, op, group) not in out
+        if getattr(s, field):
+            out[(rank, op, group)] = getattr(s, field)
+    return out
 
 
 def per_group(e: Exporter, field: str) -> dict:
@@ -210,7 +218,7 @@ def test_bytes_records_and_groups_from_the_group_maps(late_job):
     assert e.drain() == truth.records == 8 * 2 * 40
     assert e.store.job_id == "llm-pretrain-a"
     assert per_rank(e, "bytes") == truth.bytes
-    tp_bus = e.store.ranks[("0", "AllReduce", "tp")].bus_bytes
+    tp_bus = per_rank(e, "bus_bytes")[("0", "AllReduce", "tp")]
     assert tp_bus == pytest.approx(40 * job.size * 2 * 3 / 4)
     assert e.store.parse_errors == 0 and per_rank(e, "unrecorded") == {}
 
@@ -315,22 +323,26 @@ def test_a_restarted_exporter_neither_loses_nor_double_counts(tmp_path):
     assert per_group(resumed, "last") == per_group(fresh, "last")
 
 
-def test_a_state_file_of_the_per_op_exporter_restores_every_counter_but_the_alignment(late_job):
+def test_a_state_file_from_before_the_node_label_restores_the_job_counters_only(late_job):
+    """State files of the exporters that keyed the per-rank series by (rank, op, group),
+    with the alignment counters in those rows (per op) or beside them: the node label makes
+    every per-rank series new to Prometheus, so they start from zero, as after a reset;
+    the job's own counters carry over."""
     d, job, truth = late_job
     e = exporter(d)
     e.drain()
     snap = e.store.snapshot()
-    # the state as the exporter saved it while it counted alignment per (rank, op, group)
-    # in each rank's row, without a node
     aligned = {(r, g): (al, last) for (r, g, node), al, last in snap.pop("alignment")}
-    rows = [[k, *rest[:-1], *aligned.get((k[0], k[2]), (0, 0)), rest[-1]]
-            for k, *rest in snap["ranks"]]
-    old = Exporter(Options(dump_dir=d, state_file=d.parent / "old.state", job_id=e.store.job_id))
-    old.store.restore({**snap, "ranks": rows})
-    assert old.store.records == e.store.records > 0
-    assert per_rank(old, "bytes") == per_rank(e, "bytes") != {}
-    # new label sets are new series to Prometheus: they start from zero, as after a reset
-    assert old.store.alignment == {}
+    without_node = [[k[:3], *rest] for k, *rest in snap["ranks"]]
+    per_op = [[k, *rest[:-1], *aligned.get((k[0], k[2]), (0, 0)), rest[-1]]
+              for k, *rest in without_node]
+    for rows, alignment in ((without_node, [[[r, g, "gpu-node-000"], 1, 1] for r, g in aligned]),
+                            (per_op, [])):
+        old = Exporter(Options(dump_dir=d, state_file=d.parent / "old.state", job_id=e.store.job_id))
+        old.store.restore({**snap, "ranks": rows, "alignment": alignment})
+        assert old.store.records == e.store.records > 0
+        assert old.store.ranks == {} and per_rank(e, "bytes") != {}
+        assert len(old.store.alignment) == len(alignment)
 
 
 def test_state_of_another_job_is_not_restored(tmp_path):

@@ -9,8 +9,11 @@ InfiniBand is read from node_exporter (``node_infiniband_port_data_transmitted_b
 per HCA port, in bytes), summed per host and mapped to the host's name through
 ``node_uname_info``, then to the job through the hosts its ranks report in their own
 ``node`` label. Only hosts whose ranks of the job all completed all-reduces in the rate
-window count (the all-reduce windows): a host that is idle, checkpointing or restarting
-is not compared. In a ring all-reduce every host sends the same bytes per step, so one
+window count (the all-reduce windows, read from the collective counts, which
+obsgen.instrument and the NCCL sidecar both label with the rank's host): a host that is
+idle, checkpointing or restarting is not compared. A rank that moved to another host
+counts on the old one until its old series leave the rate window, less than the alert's
+10 minutes. In a ring all-reduce every host sends the same bytes per step, so one
 host far below the job's median sends its share some other way: NCCL fell back to TCP
 sockets because it could not open the HCA, a rail is down and the traffic crosses fewer
 ports, or the link trained at a lower speed.
@@ -60,7 +63,6 @@ def build(c: Ctx) -> Family:
     t = c.cfg["thresholds"]
     rate, recovery_window = c.w("rate"), c.w("link_recovery")
     job, node = c.tl(L.job_id), c.tl(L.node)
-    rank_node = c.current_node(c.m(M.train_world_size))
     allreduces = (f"rate({c.m(M.nccl_collective_duration_seconds, '_count', match={L.op: ALLREDUCE})}"
                   f"[{rate}])")
     uname = f"max {c.by(L.instance, L.nodename)} ({c.m(M.node_uname_info)})"
@@ -71,9 +73,7 @@ def build(c: Ctx) -> Family:
         """)),
         Record(c.rname(R.allreduce_nodes), expr(f"""
             min {c.by(L.job_id, L.node)} (
-              sum {c.by(L.job_id, L.rank)} ({allreduces})
-              * {c.join((L.job_id, L.rank), (L.node,))}
-              {rank_node}
+              sum {c.by(L.job_id, L.rank, L.node)} ({allreduces})
             ) > 0
             > bool 0
         """)),

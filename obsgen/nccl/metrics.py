@@ -34,8 +34,10 @@ class _Hist:
 
 
 class _PerRank:
-    """Every per-(job_id, rank, op, group) series of recorded collectives, in one object so
-    a record costs one dict lookup."""
+    """Every per-(job_id, rank, op, group, node) series of recorded collectives, in one
+    object so a record costs one dict lookup. The node is the host the rank's records name,
+    as on the alignment counters: rules that need the host of a rank's collectives (the
+    all-reduce windows per host) then need no join over every rank to find it."""
     __slots__ = ("duration", "bytes", "bus_bytes", "busbw", "unrecorded")
 
     def __init__(self):
@@ -74,7 +76,7 @@ class Store:
     def __init__(self, job_id: str):
         self.job_id = job_id
         self.lock = threading.Lock()
-        self.ranks: dict[tuple[str, str, str], _PerRank] = {}  # (rank, op, group)
+        self.ranks: dict[tuple[str, str, str, str], _PerRank] = {}  # (rank, op, group, node)
         self.alignment: dict[tuple[str, str, str], _Aligned] = {}  # (rank, group, node)
         self.nodes: dict[str, str] = {}  # rank -> the host its records name
         self.groups: dict[tuple[str, str], _PerGroup] = {}  # (op, group)
@@ -86,7 +88,7 @@ class Store:
         self.files = 0
 
     def series(self, rank: str, op: str, group: str) -> _PerRank:
-        key = (rank, op, group)
+        key = (rank, op, group, self.nodes.get(rank, ""))
         s = self.ranks.get(key)
         if s is None:
             s = self.ranks[key] = _PerRank()
@@ -159,13 +161,16 @@ class Store:
             return
         ranks, groups, alignment = {}, {}, {}
         for row in snap["ranks"]:
-            # A state file from before the alignment counters were per (rank, group, node)
-            # has them per (rank, op, group) in these rows. They are not carried over: the
-            # new label sets are new series to Prometheus, whose increase() reads nothing
-            # from a new series' first value, so they start anew like after a reset.
+            # A state file from before these series named the node has (rank, op, group)
+            # keys (and, older still, the alignment counters per op in these rows). They
+            # are not carried over: the new label sets are new series to Prometheus, whose
+            # increase() reads nothing from a new series' first value, so they start anew
+            # like after a reset.
             k, dc, dsum, b, bb, wc, wsum, *old, unrec = row
             if len(dc) != len(_SECONDS) + 1 or len(wc) != len(_BUSBW) + 1 or len(old) not in (0, 2):
                 return
+            if len(k) != 4:
+                continue
             s = _PerRank()
             s.duration.counts, s.duration.sum = list(dc), float(dsum)
             s.bytes, s.bus_bytes = float(b), float(bb)
@@ -233,8 +238,8 @@ class Collector:
             M.nccl_collective_bus_bytes_total, M.nccl_bus_bandwidth_gbytes_per_second,
             M.nccl_collective_aligned_total, M.nccl_collective_last_arrival_total,
             M.obsgen_nccl_collectives_unrecorded_total))
-        for (rank, op, group), dc, dsum, b, bb, wc, wsum, un in sorted(rank_items):
-            labels = [job, rank, op, group]
+        for (rank, op, group, node), dc, dsum, b, bb, wc, wsum, un in sorted(rank_items):
+            labels = [job, rank, op, group, node]
             dur.add_metric(labels, _hist_buckets(dc, _SECONDS), dsum)
             byt.add_metric(labels, b)
             bus.add_metric(labels, bb)
