@@ -331,8 +331,6 @@ RECORDED: dict[str, Recorded] = {
         Recorded("grad_norm_long_baseline", "job:train_grad_norm:median{grad_long_baseline}",
                  ("job_id",), "median finite gradient norm (vanishing baseline)"),
         # pipeline
-        Recorded("stage_busy", "job_rank:pipeline_stage_busy:ratio{rate}", _RANK,
-                 "fraction of step wall time the rank's stage is busy"),
         Recorded("bubble", "job_stage:pipeline_bubble:ratio{rate}", ("job_id", "stage"),
                  "observed pipeline bubble of a stage, 1 - busy/wall"),
         Recorded("pp_size", "job:train_pipeline_stages:max", ("job_id",),

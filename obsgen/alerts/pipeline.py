@@ -3,7 +3,8 @@
 With p pipeline stages and m microbatches per step, the 1F1B schedule leaves each stage
 idle for a share (p-1)/(m+p-1) of the step (the bubble). A stage's observed bubble is
 1 - busy/wall, where busy is ``pipeline_stage_seconds`` (forward and backward) and wall is
-``train_step_seconds``, both per rank of the stage, then averaged over the stage's ranks.
+``train_step_seconds``, both summed over the ranks of the stage (the ranks of a
+synchronous job share the step's wall time, so this is the mean of their ratios).
 Both sides are aggregated to the same labels (job_id, stage) before they meet, so they
 match, unlike the reference document's rule whose two sides share no labels and never
 fire. A job without pipeline parallelism (p = 1) has no theoretical bubble and never
@@ -30,16 +31,18 @@ NAME = "pipeline"
 
 
 def build(c: Ctx) -> Family:
-    rank = (L.job_id, L.rank, L.stage)
+    stage = (L.job_id, L.stage)
     rate = c.w("rate")
     rules = (
-        Record(c.rname(R.stage_busy), expr(f"""
-            sum {c.by(*rank)} ({c.rate(M.pipeline_stage_seconds, '_sum', rate)})
-            /
-            (sum {c.by(*rank)} ({c.rate(M.train_step_seconds, '_sum', rate)}) > 0)
-        """)),
+        # Per stage, not per rank: a ratio per rank was a record of every rank every
+        # evaluation, read again to average it. The ranks of a synchronous job have the
+        # same wall time, so the ratio of the stage's sums is the mean of its ranks' ratios.
         Record(c.rname(R.bubble), expr(f"""
-            1 - avg {c.by(L.job_id, L.stage)} ({c.r(R.stage_busy)})
+            1 - (
+              sum {c.by(*stage)} ({c.rate(M.pipeline_stage_seconds, '_sum', rate)})
+              /
+              (sum {c.by(*stage)} ({c.rate(M.train_step_seconds, '_sum', rate)}) > 0)
+            )
         """)),
         Record(c.rname(R.pp_size), expr(f"""
             max {c.by(L.job_id)} ({c.m(M.train_pipeline_stages)})
