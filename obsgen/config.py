@@ -112,6 +112,12 @@ DEFAULTS: dict[str, Any] = {
     # change only when a job starts: world size, planned steps, pipeline shape, its hosts
     # and GPUs), never shorter than rule_interval; null records them in the family's group.
     "facts_interval": "2m",
+    # Evaluation interval of a family's groups where it may be longer than rule_interval:
+    # families whose alerts read windows of 15 minutes or more of signals that move in
+    # minutes (checkpoints, restarts, the bubble, IB and late arrivals); never shorter than
+    # rule_interval; null (or absent) evaluates the family at rule_interval.
+    "family_intervals": {"pipeline": "1m", "checkpoints": "1m", "fabric": "1m",
+                         "recovery": "1m", "nccl": "1m"},
     # Alert families to render, in registry order; null renders all of them.
     "families": None,
     # Rule file format: prometheus, prometheus-operator, mimir or thanos (obsgen.targets).
@@ -174,14 +180,27 @@ class ConfigError(Exception):
         self.problems = problems
 
 
-def facts_interval(cfg) -> str | None:
-    """The facts groups' interval as rendered: ``facts_interval``, or ``rule_interval``
-    when that is longer (facts are never evaluated more often than the rules); None
-    when facts are recorded in their family's group."""
-    facts, rules = cfg["facts_interval"], cfg["rule_interval"]
-    if not facts:
+def _longest(*intervals: str | None) -> str | None:
+    given = [i for i in intervals if i]
+    return max(given, key=seconds) if given else None
+
+
+def group_interval(cfg, family: str | None = None) -> str | None:
+    """The interval of ``family``'s group as rendered: its ``family_intervals`` entry, or
+    ``rule_interval`` when that is longer or the family has none (None: Prometheus'
+    global interval)."""
+    own = cfg["family_intervals"].get(family) if family else None
+    return _longest(cfg["rule_interval"], own)
+
+
+def facts_interval(cfg, family: str | None = None) -> str | None:
+    """The interval of a facts group as rendered (of ``family``'s, when given):
+    ``facts_interval``, or its family's group interval when that is longer (facts are
+    never evaluated more often than the rules); None when facts are recorded in their
+    family's group."""
+    if not cfg["facts_interval"]:
         return None
-    return rules if rules and seconds(rules) > seconds(facts) else facts
+    return _longest(cfg["facts_interval"], group_interval(cfg, family))
 
 
 def seconds(duration: str) -> float:
@@ -263,6 +282,8 @@ def schema(alert_names: list[str] | None = None) -> dict[str, Any]:
     props["labels"]["properties"] = {k: {"$ref": "#/$defs/label_name"} for k in contract.LABELS}
     from .presets import PRESETS
     props["presets"]["items"] = {"enum": list(PRESETS)}
+    from .registry import FAMILIES  # the families import this module: import them late
+    props["family_intervals"]["propertyNames"] = {"enum": [f.NAME for f in FAMILIES]}
     if alert_names is not None:
         props["alerts"]["properties"] = {a: {"$ref": "#/$defs/alert_override"} for a in alert_names}
     return doc
@@ -349,6 +370,9 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
     for key in ("rule_interval", "facts_interval"):
         if data.get(key) and seconds(data[key]) <= 0:
             out.append((key, f"must be a duration above zero, got {data[key]!r}"))
+    for family, value in data.get("family_intervals", {}).items():
+        if value and seconds(value) <= 0:
+            out.append((f"family_intervals.{family}", f"must be a duration above zero, got {value!r}"))
     for label, value in data.get("selector", {}).items():
         op, text = ("=", value) if isinstance(value, str) else next(iter(value.items()))
         path = f"selector.{label}" if isinstance(value, str) else f"selector.{label}.{op}"

@@ -5,7 +5,8 @@ run a *time-scaled world* instead: the simulator advances its synthetic job ``fa
 times faster than the wall clock (``obsgen simulate --speed``), and the rules are
 rendered from a profile whose every window, duration threshold and ``for`` is the
 default divided by the same factor. Prometheus' own time constants (scrape and
-evaluation interval, lookback delta) and Alertmanager's are divided too. Nothing else
+evaluation interval, lookback delta), the groups' own intervals and Alertmanager's are
+divided too. Nothing else
 changes: thresholds, ratios, fractions and the expressions' structure are the defaults'.
 
 Two rules are not invariant under the scaling and are left to their promtool fixtures:
@@ -56,6 +57,9 @@ def durations(cfg: Config) -> dict[str, tuple[float, float]]:
         out[f"thresholds.{k}"] = (seconds(DEFAULTS["thresholds"][k]), seconds(cfg["thresholds"][k]))
     if DEFAULTS["facts_interval"] and cfg["facts_interval"]:
         out["facts_interval"] = (seconds(DEFAULTS["facts_interval"]), seconds(cfg["facts_interval"]))
+    for k, v in DEFAULTS["family_intervals"].items():
+        got = cfg["family_intervals"].get(k)
+        out[f"family_intervals.{k}"] = (seconds(v) if v else 0, seconds(got) if got else 0)
     for name, for_ in default_fors().items():
         got = cfg["alerts"].get(name, {}).get("for", for_)
         out[f"alerts.{name}.for"] = (seconds(for_), seconds(got))
@@ -95,6 +99,8 @@ def profile(factor: float) -> dict:
         "alerts": {name: {"for": duration(seconds(f) / factor)}
                    for name, f in default_fors().items()},
         "facts_interval": duration(seconds(DEFAULTS["facts_interval"]) / factor),
+        "family_intervals": {k: duration(seconds(v) / factor)
+                             for k, v in DEFAULTS["family_intervals"].items() if v},
     }
 
 

@@ -58,7 +58,8 @@ def test_one_rule_file_per_family_in_registry_order():
 def test_facts_have_their_own_group_at_the_facts_interval_and_nothing_else_does():
     """A family's facts (job shape and placement) go to obsgen-<family>-facts at
     facts_interval, after the family's group; its signals and alerts stay at
-    rule_interval. With facts_interval null, every family is one group as before."""
+    rule_interval (or their family's interval). With facts_interval null, every family is
+    one group as before."""
     data = copy.deepcopy(config.DEFAULTS)
     data["rule_interval"] = "30s"
     cfg = config.Config(data, "(test)")
@@ -69,7 +70,8 @@ def test_facts_have_their_own_group_at_the_facts_interval_and_nothing_else_does(
             continue
         groups = yaml.safe_load(text)["groups"]
         family = Path(path).stem
-        assert groups[0]["name"] == f"obsgen-{family}" and groups[0]["interval"] == "30s"
+        main = config.DEFAULTS["family_intervals"].get(family) or "30s"
+        assert groups[0]["name"] == f"obsgen-{family}" and groups[0]["interval"] == main
         assert not {r.get("record") for r in groups[0]["rules"]} & facts, path
         for g in groups[1:]:
             assert (g["name"], g["interval"]) == (f"obsgen-{family}-facts", "2m"), path
