@@ -352,8 +352,6 @@ RECORDED: dict[str, Recorded] = {
                  ("job_id",),
                  "checkpoint seconds per training second, worst rank of the job"),
         # ranks
-        Recorded("rank_steps", "job_rank:train_steps:increase{progress}", ("job_id", "rank"),
-                 "steps the rank completed in the progress window"),
         Recorded("ranks_progressing", "job:train_ranks_progressing:count", ("job_id",),
                  "ranks of the job that completed a step in the progress window"),
         Recorded("world_size", "job:train_world_size:max", ("job_id",),

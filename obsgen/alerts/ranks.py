@@ -45,11 +45,13 @@ def build(c: Ctx) -> Family:
     world = f"max_over_time({c.r(R.world_size)}[{memory}])"
     job = c.tl(L.job_id)
     rules = (
-        Record(c.rname(R.rank_steps), expr(f"""
-            sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_step_seconds, '_count', progress, fn='increase')})
-        """)),
+        # Counted from the raw counts: nothing reads the steps of each rank, and a record
+        # of them was every rank written and read again every evaluation.
         Record(c.rname(R.ranks_progressing), expr(f"""
-            count {c.by(L.job_id)} ({c.r(R.rank_steps)} > 0)
+            count {c.by(L.job_id)} (
+              sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_step_seconds, '_count', progress, fn='increase')})
+              > 0
+            )
         """)),
         Record(c.rname(R.world_size), expr(f"""
             max {c.by(L.job_id)} ({c.m(M.train_world_size)})
