@@ -36,82 +36,56 @@ def findings(ss: list[dict]) -> list[str]:
            "cheaper; it cuts the memory and disk of the Prometheus that holds the job. For "
            "the panels the lever left is per-host aggregates exported at the source for "
            "dashboard-only signals (the issue's \"pre-aggregation per node\").",
-           "- Job facts re-read every 30 s: world size, planned steps, pipeline stages and "
-           "microbatches, the deadline, the hosts and the GPUs a job runs on change only when "
-           "it starts, but every evaluation read them from every rank (or GPU): at 16,384 ranks "
-           "611 of the 4,602 ms the groups cost per evaluation in the previous run, the GPU "
-           "map (`job_gpu:kube_pod_gpu:info`, a join of every GPU with every pod) 322 of them. "
-           "They are now recorded by a facts group of their family, `obsgen-<family>-facts`, "
-           "every `facts_interval` (2m; null restores one group per family): what the alerts "
-           "read from them is at most 2 minutes old, against fors and windows of 15 minutes "
-           "to an hour. The deadline became a record too (`Train_ETA_Slip` and the overview "
-           "read it instead of every rank's gauge). Before / after in ruler time per 30 s: "
-           "gpus " + "; ".join(_before_after_ratio(s, ("obsgen-gpus",)) for s in ss)
-           + "; ranks " + "; ".join(_before_after_ratio(s, ("obsgen-ranks",)) for s in ss)
-           + "; pipeline " + "; ".join(_before_after_ratio(s, ("obsgen-pipeline",)) for s in ss)
-           + "; progress " + "; ".join(_before_after_ratio(s, ("obsgen-progress",)) for s in ss)
-           + ".",
-           "- A 0 for every rank that is not straggling: the straggler flag was recorded as "
-           "0 or 1 for every rank every 30 s, so the share read 30 minutes of every rank's "
-           "flag, and the transient count and Persistent every rank's share, for the few "
-           "ranks that straggle. The flag is now recorded only while a rank straggles (the "
-           "ruler writes a stale marker when it stops); the share counts its samples over the "
-           "stage's evaluations, the same number for every rank that straggled and no series "
-           "for the others (the fixtures pass unchanged). Straggler family before / after: "
-           + "; ".join(_before_after_ratio(s) for s in ss) + ".",
-           "- Panels that relabel before they aggregate: the hardware view copied "
-           "dcgm-exporter's `Hostname` into `node` on every GPU (node_exporter's `nodename` on "
-           "every port) and then aggregated per host; `label_replace` builds a label set per "
-           "series and step, so relabelling 8 GPUs per host cost most of the query. They now "
-           "aggregate per host under the exporter's own label and relabel the host. The clock "
-           "reasons were tested as `floor(x / bit) % 2 == 1`, four operations on every GPU at "
-           "every step; `(x >= bit) % (2 * bit) >= bit` drops the GPUs below the bit first "
-           "(most GPUs, at full clocks). Before / after at " + f"{N:,}" + " ranks: "
-           + "; ".join(_panel_before_after(big, p) for p in (
-               "Training · Hardware / GPUs held below full clocks, by reason",
-               "Training · Hardware / Hottest GPU per host",
-               "Training · Hardware / ECC errors per host",
-               "Training · DP / InfiniBand transmit of the job's hosts")) + ".",
-           "- The late-arrival family (`obsgen-nccl`) read 15 minutes of two counters per "
-           "rank and collective (op, group), 12 series per rank here, and joined every rank's "
-           "`nccl_communicator_ranks` to name the host: the costliest group per rank. Samples "
-           "were not what it spent (at 1,024 ranks `increase(...[15m])` over those counters "
-           "cost 29 ms, `increase(...[5m])` 24 ms, the bare selector 20 ms: a 5-minute ratio "
-           "with the persistence in `for:` would have saved a sixth); series were. The "
-           "sidecar now counts aligned collectives and last arrivals per (rank, group), every "
-           "op of the group together (no rule or panel read them by op), and names the host "
-           "of the rank's records on them, so the ratio carries the node and the alert needs "
-           "no join: 4 series per rank instead of 12 plus 3 (send/recv are not aligned). The "
-           "`before` group reads the counters as the sidecar published them before, written "
-           "beside the new ones for it alone (`before_*`, not counted in any series number). "
-           "Late-arrival family before / after: "
-           + "; ".join(_before_after_ratio(s, ("obsgen-nccl",)) for s in ss) + ".",
-           "- Earlier changes, measured in earlier runs (`git log benchmarks/RESULTS.md`): the "
-           "straggler records keep the `node` label every series of `obsgen.instrument` "
-           "carries, so `Train_Straggler_Persistent` and the overview's top-N table no longer "
-           "join every rank's newest `train_world_size` to name the host (straggler family "
-           "1.20x at 16,384 ranks); the ETA from the ranks family's job records instead of "
-           "four reads of every rank's series (progress 6.21x at 16,384 ranks); the "
-           "straggler flag window read once per evaluation (`share30m`); `obsgen-checkpoints` "
-           "and `obsgen-recovery` from job-level records of the rate window instead of an "
-           "hour of every rank's counters (1.87x at 4,096 ranks); `obsgen-gpus` from sparse "
-           "per-GPU event records (1.38x at 4,096 ranks).",
-           "- What is left of the targets: the groups cost " + f"{fmt_ms(total_ms(big, 'obsgen'))}"
-           + " ms per 30 s at " + f"{N:,}" + " ranks against 3 s. Most of it is rules that read "
-           "every rank's raw series once, each needed (the slowest rules above). Levers not "
-           "taken, each a trade: a config naming the platform would let the SM-active spread "
-           "read dcgm-exporter once instead of twice (it computes the Kubernetes pod map and "
-           "the bare-metal host map and keeps the better per host); the NCCL sidecar could "
-           "label its collective histograms with the rank's host, as it does its alignment "
-           "counters, so the all-reduce hosts need no join over every rank for the node. The "
-           "five slowest panels are spreads across ranks or GPUs (slowest, median and fastest "
-           "of a mean over every rank's raw histograms, or of every GPU's gauge, at each of "
-           "121 steps); the spread that "
-           "reads a per-rank record, `Overview / Compute time across ranks`, takes "
-           + fmt_ms(panels_of(big).get("Training · Overview / Compute time across ranks", {}).get("ms"))
-           + " ms. A record per rank for each spread would cost the ruler about what the "
-           "straggler family's mean costs it (320 ms per 30 s at 16,384 ranks) for each of "
-           "the five, which the ruler target cannot afford; see the next point.",
+           "- Families evaluated every minute: the pipeline bubble (30 minutes of `for`), "
+           "checkpoints (a 30-minute age, an hour's overhead), restarts (an hour), the fabric "
+           "(an hour of link recoveries, 10 minutes of `for` on IB) and the late arrivals (15 "
+           "minutes) read windows of 15 minutes or more of signals that move in minutes, and "
+           "were about half of what the groups cost per 30 s. `family_intervals` (new config "
+           "key) evaluates them every 1m: an alert of theirs fires at most 30 s later, and "
+           "the ruler does half their work. The stragglers, ranks, GPUs, gradients and "
+           "progress stay at 30 s. Before / after in ruler time per 30 s, the interval alone "
+           "(same rules): checkpoints "
+           + "; ".join(_before_after_ratio(s, ("obsgen-checkpoints",)) for s in ss)
+           + "; recovery " + "; ".join(_before_after_ratio(s, ("obsgen-recovery",)) for s in ss)
+           + "; nccl " + "; ".join(_before_after_ratio(s, ("obsgen-nccl",)) for s in ss) + ".",
+           "- A join for a label the series could carry: the all-reduce hosts (`obsgen-fabric`) "
+           "joined every rank's all-reduce rate with the node of its newest `train_world_size` "
+           "(a topk over every rank's series), because the NCCL sidecar's collective series had "
+           "no host label. The sidecar now names the rank's host on them, as obsgen.instrument "
+           "does and as it did on its alignment counters, and the rule aggregates by it: "
+           + _rules_before_after(big, "obsgen-fabric", ("job_node:nccl_allreduce:active5m",))
+           + " per evaluation; fabric family before / after in ruler time per 30 s (with the "
+           "1m interval): " + "; ".join(_before_after_ratio(s, ("obsgen-fabric",)) for s in ss) + ".",
+           "- Records nothing reads but the next rule: the bubble was a busy ratio recorded "
+           "for every rank, then averaged per stage; it is now the ratio of the stage's sums "
+           "(the ranks of a synchronous job share the step's wall time, so the value is the "
+           "same), one record per stage: "
+           + _rules_before_after(big, "obsgen-pipeline", ("job_rank:pipeline_stage_busy:ratio5m",
+                                                          "job_stage:pipeline_bubble:ratio5m"))
+           + ". The ranks progressing were counted from a record of every rank's steps; they "
+           "are counted from the raw counts in one rule: "
+           + _rules_before_after(big, "obsgen-ranks", ("job_rank:train_steps:increase2m",
+                                                       "job:train_ranks_progressing:count"))
+           + ". Family before / after in ruler time per 30 s: pipeline "
+           + "; ".join(_before_after_ratio(s, ("obsgen-pipeline",)) for s in ss)
+           + "; ranks " + "; ".join(_before_after_ratio(s, ("obsgen-ranks",)) for s in ss) + ". "
+           "(What these benchmark times count is the query; the ruler also writes every "
+           "recorded series, 16,384 of them per per-rank record, which they do not count.)",
+           "- Earlier changes, measured in earlier runs (`git log benchmarks/RESULTS.md`), at "
+           "16,384 ranks unless said: job facts (world size, planned steps, pipeline shape, "
+           "deadline, hosts and GPUs) in a facts group of their family every `facts_interval` "
+           "(2m) instead of re-read from every rank every 30 s (gpus 1.35x, ranks 1.20x, "
+           "pipeline 1.26x, progress 3.79x in ruler time per 30 s); the straggler flag "
+           "recorded only while a rank straggles (straggler family 1.32x); hardware panels "
+           "that aggregate per host before they relabel, and the clock reasons tested as "
+           "`(x >= bit) % (2 * bit) >= bit` (GPUs held below full clocks 36,256 -> 1,931 ms, "
+           "ECC errors per host 5,719 -> 2,331 ms); the sidecar's alignment counters per "
+           "(rank, group) with the host on them (late-arrival family 3.17x); the straggler "
+           "records keep the `node` label (1.20x); the ETA from the ranks family's job "
+           "records (progress 6.21x); `obsgen-checkpoints` and `obsgen-recovery` from "
+           "job-level records of the rate window (1.87x at 4,096 ranks); `obsgen-gpus` from "
+           "sparse per-GPU event records (1.38x at 4,096 ranks).",
+           "- What is left: " + _left(big),
            "- Tried and not merged: a recording-rule family that pre-aggregates every "
            "dashboard panel per job (on the code before issue 9, a local experiment not kept "
            "in the repository). Measured once at 4,096 ranks on this machine, on the "
@@ -196,15 +170,60 @@ def after_groups(size: dict, group: str) -> dict:
     return {g: v for g, v in suite(size, "obsgen").items() if family(g) == family(group)}
 
 
+def before_groups(size: dict, group: str) -> dict:
+    """The baseline's groups of ``group``'s family (its group and its facts group)."""
+    return {g: v for g, v in suite(size, "before").items()
+            if family(g.removeprefix("before:")) == family(group)}
+
+
 def _before_after_ratio(size: dict, groups=("obsgen-stragglers",)) -> str:
-    """Before over after, in ruler time per 30 s (a facts group counts a quarter)."""
-    b = [size["groups"].get("before:" + g) for g in groups]
+    """Before over after, in ruler time per 30 s (a group every 2m counts a quarter)."""
+    b = [before_groups(size, g) for g in groups]
     a = [after_groups(size, g) for g in groups]
     if not all(b) or not all(a):
         return f"not measured at {size['ranks']:,} ranks"
-    ratio = (sum(per_evaluation(x) for x in b)
+    ratio = (sum(per_evaluation(v) for x in b for v in x.values())
              / sum(per_evaluation(v) for x in a for v in x.values()))
     return f"{ratio:.2f} at {size['ranks']:,} ranks"
+
+
+def _rules_before_after(size: dict, group: str, names: tuple[str, ...]) -> str:
+    """The median ms per evaluation of ``names`` in the baseline's ``group`` (a record the
+    current rules write differently is measured as ``<name>_before``) against the current
+    group's ``names`` that still exist."""
+    before = size["groups"].get("before:" + group, {}).get("rules", {})
+    after = size["groups"].get(group, {}).get("rules", {})
+    b = sum(before.get(n, before.get(n + "_before", 0.0)) for n in names)
+    a = sum(after.get(n, 0.0) for n in names)
+    if not b or not a:
+        return "not measured"
+    return f"{fmt_ms(b)} -> {fmt_ms(a)} ms at {size['ranks']:,} ranks ({b / a:.2f}x)"
+
+
+def _left(size: dict) -> str:
+    """What the targets still miss, and the levers not taken."""
+    N = size["ranks"]
+    total = total_ms(size, "obsgen")
+    ruler = (f"the groups cost {fmt_ms(total)} ms per 30 s at {N:,} ranks "
+             f"({'under' if total < 3000 else 'over'} the 3 s target). ")
+    return (ruler + "What they spend is rules that read every rank's raw series once, each "
+            "needed (the slowest rules above). One lever is not taken: a config naming the "
+            "platform would let the SM-active spread read dcgm-exporter once instead of "
+            "twice (it computes the Kubernetes pod map and the bare-metal host map and keeps "
+            "the better per host; measured at 4,096 ranks, 107 ms for both, 57 for the pod "
+            "map alone). The panels are far from 2 s, and no rewrite of their queries closes "
+            "it: a range query pays, at each of its 121 steps, for every series' label set in "
+            "every aggregation and binary operator, not for samples. Measured once at 4,096 "
+            "ranks on a kept TSDB, the slowest of `TP / Time inside TP collectives across "
+            "ranks` (3 op series per rank): the rate alone 194 ms, summed per rank 693 ms, "
+            "the per-rank mean (sum over count) and its max 2,121 ms; the NVLink spread "
+            "aggregated per GPU before its join 1,549 ms against 1,645. The spread that reads "
+            "a per-rank record, `Overview / Compute time across ranks`, takes "
+            + fmt_ms(panels_of(size).get("Training · Overview / Compute time across ranks", {}).get("ms"))
+            + " ms: what would bring the five slowest under 2 s is a record per rank of each "
+            "spread, which costs the ruler about what the straggler family's per-rank mean "
+            "costs it (320 ms per evaluation at 16,384 ranks) for each of them; see the "
+            "next point.")
 
 
 def _panel_before_after(size: dict, panel: str) -> str:
@@ -230,23 +249,26 @@ def before_after(ss: list[dict]) -> list[str]:
     out = ["## Before and after (same data, same run)", "",
            "`before` is each rule group this benchmark changed, as main rendered it before "
            "(`benchmarks/baseline/rules.yaml`), measured on the same TSDB in the same run as "
-           "the current rules (`after`). A family's after is its group and its facts group, "
-           "in ruler time per 30 s (the facts group, every 2m, counts a quarter); its rules "
-           "are listed at their time per evaluation, the facts marked.", "",
+           "the current rules (`after`). A family's before and after are its group and its "
+           "facts group, in ruler time per 30 s (a group every 2m counts a quarter, every 1m "
+           "half); its rules are listed at their time per evaluation, the facts marked.", "",
            f"| rule group | before ms at {N:,} | after ms at {N:,} | before / after |",
            "|---|---:|---:|---:|"]
-    for bg, b in sorted(suite(big, "before").items()):
-        g = bg.removeprefix("before:")
-        after = after_groups(big, g)
+    families = dict.fromkeys(family(g.removeprefix("before:")) for g in sorted(suite(big, "before")))
+    for fam in families:
+        g = f"obsgen-{fam}"
+        before, after = before_groups(big, g), after_groups(big, g)
         if not after:
             continue
+        b_ms = sum(per_evaluation(v) for v in before.values())
         a_ms = sum(per_evaluation(v) for v in after.values())
-        out.append(f"| {g} | {fmt_ms(per_evaluation(b))} | {fmt_ms(a_ms)} | {per_evaluation(b) / a_ms:.2f} |")
+        out.append(f"| {g} | {fmt_ms(b_ms)} | {fmt_ms(a_ms)} | {b_ms / a_ms:.2f} |")
+        was = {r: (ms, k.endswith("-facts")) for k, v in before.items() for r, ms in v["rules"].items()}
         now = {r: (ms, k.endswith("-facts")) for k, v in after.items() for r, ms in v["rules"].items()}
-        for r in sorted(set(b["rules"]) | set(now)):
-            ms, fact = now.get(r, (None, False))
-            out.append(f"| &nbsp; `{r}`{' (facts)' if fact else ''} | {fmt_ms(b['rules'].get(r))} "
-                       f"| {fmt_ms(ms)} | |")
+        for r in sorted(set(was) | set(now)):
+            (b, b_fact), (a, a_fact) = was.get(r, (None, False)), now.get(r, (None, False))
+            out.append(f"| &nbsp; `{r}`{' (facts)' if a_fact or b_fact else ''} | {fmt_ms(b)} "
+                       f"| {fmt_ms(a)} | |")
     out.append("")
     before, after = panels_of(big, "before"), panels_of(big, "obsgen")
     if not before:
