@@ -115,7 +115,8 @@ DEFAULTS: dict[str, Any] = {
     # Evaluation interval of a family's groups where it may be longer than rule_interval:
     # families whose alerts read windows of 15 minutes or more of signals that move in
     # minutes (checkpoints, restarts, the bubble, IB and late arrivals); never shorter than
-    # rule_interval; null (or absent) evaluates the family at rule_interval.
+    # rule_interval; a family set to null (or absent) is evaluated at rule_interval, and
+    # null for the whole key evaluates every family at rule_interval.
     "family_intervals": {"pipeline": "1m", "checkpoints": "1m", "fabric": "1m",
                          "recovery": "1m", "nccl": "1m"},
     # Alert families to render, in registry order; null renders all of them.
@@ -189,7 +190,7 @@ def group_interval(cfg, family: str | None = None) -> str | None:
     """The interval of ``family``'s group as rendered: its ``family_intervals`` entry, or
     ``rule_interval`` when that is longer or the family has none (None: Prometheus'
     global interval)."""
-    own = cfg["family_intervals"].get(family) if family else None
+    own = (cfg["family_intervals"] or {}).get(family) if family else None
     return _longest(cfg["rule_interval"], own)
 
 
@@ -370,7 +371,7 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
     for key in ("rule_interval", "facts_interval"):
         if data.get(key) and seconds(data[key]) <= 0:
             out.append((key, f"must be a duration above zero, got {data[key]!r}"))
-    for family, value in data.get("family_intervals", {}).items():
+    for family, value in (data.get("family_intervals") or {}).items():
         if value and seconds(value) <= 0:
             out.append((f"family_intervals.{family}", f"must be a duration above zero, got {value!r}"))
     for label, value in data.get("selector", {}).items():
@@ -393,8 +394,11 @@ def validate(data: Any, source: str, alert_names: list[str] | None = None) -> li
     validator = jsonschema.Draft202012Validator(schema(alert_names))
     problems = []
     for err in validator.iter_errors(data):
-        # Report the most specific failure of a oneOf/anyOf rather than the umbrella.
-        leaf = min(err.context, key=lambda c: len(c.message)) if err.context else err
+        # Report the most specific failure of a oneOf/anyOf rather than the umbrella: of
+        # the branch the value's type matches (a duration that is no duration is not "must
+        # be null"), else the shortest.
+        within = [c for c in err.context if c.validator != "type"] or err.context
+        leaf = min(within, key=lambda c: len(c.message)) if err.context else err
         path = _path(leaf) if err.context else _path(err)
         problems.append((path, f"{source}: {path}: {_reason(leaf)}"))
     if not problems and isinstance(data, dict):

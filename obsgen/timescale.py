@@ -6,8 +6,8 @@ times faster than the wall clock (``obsgen simulate --speed``), and the rules ar
 rendered from a profile whose every window, duration threshold and ``for`` is the
 default divided by the same factor. Prometheus' own time constants (scrape and
 evaluation interval, lookback delta), the groups' own intervals and Alertmanager's are
-divided too. Nothing else
-changes: thresholds, ratios, fractions and the expressions' structure are the defaults'.
+divided too. Nothing else changes: thresholds, ratios, fractions and the expressions'
+structure are the defaults'.
 
 Two rules are not invariant under the scaling and are left to their promtool fixtures:
 Train_ETA_Slip adds a duration (remaining steps x step time, in the model's seconds) to
@@ -57,9 +57,10 @@ def durations(cfg: Config) -> dict[str, tuple[float, float]]:
         out[f"thresholds.{k}"] = (seconds(DEFAULTS["thresholds"][k]), seconds(cfg["thresholds"][k]))
     if DEFAULTS["facts_interval"] and cfg["facts_interval"]:
         out["facts_interval"] = (seconds(DEFAULTS["facts_interval"]), seconds(cfg["facts_interval"]))
-    for k, v in DEFAULTS["family_intervals"].items():
-        got = cfg["family_intervals"].get(k)
-        out[f"family_intervals.{k}"] = (seconds(v) if v else 0, seconds(got) if got else 0)
+    defaults, configured = DEFAULTS["family_intervals"] or {}, cfg["family_intervals"] or {}
+    for k in dict.fromkeys([*defaults, *configured]):
+        d, c = defaults.get(k), configured.get(k)
+        out[f"family_intervals.{k}"] = (seconds(d) if d else 0, seconds(c) if c else 0)
     for name, for_ in default_fors().items():
         got = cfg["alerts"].get(name, {}).get("for", for_)
         out[f"alerts.{name}.for"] = (seconds(for_), seconds(got))
@@ -75,7 +76,8 @@ def check(cfg: Config) -> float:
     if not ratios:
         raise NotUniform(f"{cfg.source}: no duration to derive a factor from")
     factor = max(set(ratios), key=ratios.count)  # the most common one; the rest must agree
-    problems = [f"{cfg.source}: {k}: {c:g}s is the default {d:g}s divided by {d / c:g}, not {factor:g}"
+    problems = [f"{cfg.source}: {k}: {c:g}s is the default {d:g}s "
+                + (f"divided by {d / c:g}, not {factor:g}" if c and d else "(one of them none)")
                 for k, (d, c) in pairs.items() if (c == 0) != (d == 0) or (c and abs(d / c - factor) > 1e-9)]
     for key in ("thresholds",):
         for k, v in cfg[key].items():

@@ -62,6 +62,12 @@ BAD = {
     "a facts interval of zero is refused": (
         "facts_interval: 0s\n",
         "obsgen.yaml: facts_interval: must be a duration above zero, got '0s'"),
+    "a facts interval that is no duration says what a duration is": (
+        "facts_interval: soon\n",
+        "obsgen.yaml: facts_interval: must be a Prometheus duration"),
+    "a family interval that is no duration says what a duration is": (
+        "family_intervals:\n  nccl: soon\n",
+        "obsgen.yaml: family_intervals.nccl: must be a Prometheus duration"),
     "a family interval of zero is refused": (
         "family_intervals:\n  nccl: 0s\n",
         "obsgen.yaml: family_intervals.nccl: must be a duration above zero, got '0s'"),

@@ -85,6 +85,29 @@ def test_facts_have_their_own_group_at_the_facts_interval_and_nothing_else_does(
             assert len(yaml.safe_load(text)["groups"]) == 1, path
 
 
+def test_a_family_interval_sets_its_groups_never_shorter_than_the_rules_and_null_clears_it():
+    """family_intervals evaluates a family's group (and its facts group, when that would
+    be shorter) less often than rule_interval; rule_interval wins when it is longer, a
+    null entry puts the family back at rule_interval, and null for the key every family."""
+    def intervals(data, family):
+        text = pipeline.render_all(config.Config(data, "(test)"))[f"rules/{family}.yaml"]
+        return [(g["name"], g.get("interval")) for g in yaml.safe_load(text)["groups"]]
+
+    data = copy.deepcopy(config.DEFAULTS)
+    data.update(rule_interval="30s", facts_interval="1m")
+    data["family_intervals"] = {"pipeline": "3m", "gpus": None}
+    assert intervals(data, "pipeline") == [("obsgen-pipeline", "3m"), ("obsgen-pipeline-facts", "3m")]
+    assert intervals(data, "gpus") == [("obsgen-gpus", "30s"), ("obsgen-gpus-facts", "1m")]
+    assert intervals(data, "stragglers") == [("obsgen-stragglers", "30s")]
+    data["rule_interval"] = "5m"
+    assert intervals(data, "pipeline") == [("obsgen-pipeline", "5m"), ("obsgen-pipeline-facts", "5m")]
+    data["rule_interval"] = None  # Prometheus' global interval for the rest
+    assert intervals(data, "pipeline")[0] == ("obsgen-pipeline", "3m")
+    assert intervals(data, "stragglers") == [("obsgen-stragglers", None)]
+    data.update(rule_interval="30s", family_intervals=None)
+    assert intervals(data, "pipeline") == [("obsgen-pipeline", "30s"), ("obsgen-pipeline-facts", "1m")]
+
+
 @pytest.mark.parametrize("cfg", [defaults, custom], ids=["defaults", "custom"])
 def test_every_expression_parses_as_promql(cfg):
     for path, rule in rules(pipeline.render_all(cfg())):

@@ -88,6 +88,21 @@ def test_a_profile_with_one_duration_off_is_refused_with_its_path(tmp_path):
                               "not 60")
 
 
+
+@pytest.mark.parametrize("intervals, offending", [
+    ({"nccl": "2s"}, "family_intervals.nccl: 2s is the default 60s divided by 30, not 60"),
+    ({"gpus": "1s"}, "family_intervals.gpus: 1s is the default 0s"),
+    (None, "family_intervals.nccl: 0s is the default 60s"),
+], ids=["a family interval off", "an interval for a family that has none", "no family intervals"])
+def test_a_profile_with_other_family_intervals_is_refused(tmp_path, intervals, offending):
+    doc = yaml.safe_load(PROFILE.read_text())
+    doc["family_intervals"] = intervals if intervals is None else {**doc["family_intervals"], **intervals}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(timescale.NotUniform, match=offending.replace(".", r"\.")):
+        timescale.check(load(path))
+
+
 DURATIONS = {"30 minutes": (1800, "30m"), "2.5 seconds": (2.5, "2s500ms"), "an hour": (3600, "1h"),
              "zero": (0, "0s"), "6 hours": (21600, "6h"), "half a second": (0.5, "500ms")}
 
