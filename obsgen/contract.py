@@ -346,6 +346,8 @@ RECORDED: dict[str, Recorded] = {
                  "checkpoint seconds per second of the job's rank that spends the most"),
         Recorded("train_seconds_rate", "job:train_step_seconds:rate{rate}", ("job_id",),
                  "training seconds per second of the job's rank that trains the most"),
+        Recorded("checkpoint_rate", "job:train_checkpoint:rate{rate}", ("job_id",),
+                 "checkpoints per second of the job's rank that completes the most"),
         Recorded("checkpoint_bytes_rate", "job:checkpoint_bytes_written:rate{rate}", ("job_id",),
                  "checkpoint bytes per second the job's ranks wrote"),
         Recorded("checkpoint_overhead", "job:train_checkpoint_overhead:ratio{checkpoint_overhead}",

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.promtool
 EVAL = "60m"
 JOB_A, JOB_B = 'job_id="job-a"', 'job_id="job-b"'
 RATIO = "job_rank:train_compute_seconds:ratio_to_median5m"
+RATE5M = "5m"  # the default rate window in the names of the job records
 
 
 def counter(per_minute: float, minutes: int = 60) -> str:
@@ -67,25 +68,44 @@ CASES = {
          **{f'nccl_collective_duration_seconds_count{{{JOB_A}, rank="{r}", op="AllReduce", group="dp"}}':
             counter(60) for r in range(4)}},
         {f"{{{JOB_A}}}": 0.4}),
-    "SM-active spread is taken over the job's GPUs of each host only": (
+    "the most uneven hosts are the job's, from the spread the TP alert reads": (
         ("tp", "SM-active spread within a host (top 10)", "A"),
-        {**{f'DCGM_FI_PROF_SM_ACTIVE{{UUID="GPU-{g}", gpu="{g}", Hostname="n1"}}': f"{v}x60"
-            for g, v in enumerate((1, 0, 1, 0))},
-         'DCGM_FI_PROF_SM_ACTIVE{UUID="GPU-9", gpu="4", Hostname="n1"}': "1x60",
-         **{f'train_rank_gpu_info{{{JOB_A}, rank="{g}", node="n1", UUID="GPU-{g}"}}': "1x60"
-            for g in range(4)},
-         f'train_rank_gpu_info{{{JOB_B}, rank="0", node="n1", UUID="GPU-9"}}': "1x60"},
-        {f'{{{JOB_A}, node="n1"}}': 0.5}),
-    "InfiniBand traffic counts the job's hosts only": (
-        ("dp", "InfiniBand transmit of the job's hosts", "A"),
-        {'node_infiniband_port_data_transmitted_bytes_total{instance="h1:9100", device="mlx5_0", port="1"}': counter(60000),
-         'node_infiniband_port_data_transmitted_bytes_total{instance="h1:9100", device="mlx5_1", port="1"}': counter(30000),
-         'node_infiniband_port_data_transmitted_bytes_total{instance="h2:9100", device="mlx5_0", port="1"}': counter(6000000),
-         'node_uname_info{instance="h1:9100", nodename="n1"}': "1x60",
-         'node_uname_info{instance="h2:9100", nodename="n2"}': "1x60",
-         f'train_rank_gpu_info{{{JOB_A}, rank="0", node="n1", UUID="GPU-0"}}': "1x60",
-         f'train_rank_gpu_info{{{JOB_B}, rank="0", node="n2", UUID="GPU-1"}}': "1x60"},
-        {"{}": 1500}),
+        {f'job_node:dcgm_sm_active:stddev{{{JOB_A}, node="n1"}}': "0.5x60",
+         f'job_node:dcgm_sm_active:stddev{{{JOB_A}, node="n2"}}': "0.01x60",
+         f'job_node:dcgm_sm_active:stddev{{{JOB_B}, node="n3"}}': "0.9x60"},
+        {f'job_node:dcgm_sm_active:stddev{{{JOB_A}, node="n1"}}': 0.5,
+         f'job_node:dcgm_sm_active:stddev{{{JOB_A}, node="n2"}}': 0.01}),
+    "InfiniBand traffic is the median of the job's hosts in all-reduce, not another job's": (
+        ("dp", "InfiniBand transmit of the job's hosts", "B"),
+        {**{f'job_node:node_infiniband_transmit_bytes:rate5m{{{JOB_A}, node="n{h}"}}': f"{v}x60"
+            for h, v in ((1, 1500), (2, 1000), (3, 2000))},
+         f'job_node:node_infiniband_transmit_bytes:rate5m{{{JOB_B}, node="n9"}}': "100000x60"},
+        {f"{{{JOB_A}}}": 1500}),
+    "the actual checkpoint interval is the hour over the checkpoints in it": (
+        ("recovery", "Checkpoint interval: actual vs optimal", "A"),
+        {f"job:train_checkpoint:rate{RATE5M}{{{JOB_A}}}": "0.002x60",
+         f"job:train_checkpoint:rate{RATE5M}{{{JOB_B}}}": "0.1x60"},
+        {f"{{{JOB_A}}}": 500}),
+    "the optimal interval is sqrt(2 x MTBF x seconds per checkpoint)": (
+        ("recovery", "Checkpoint interval: actual vs optimal", "B"),
+        # 21 restarts in the 7d of the MTBF window (an MTBF of 8 h), 1 s per checkpoint
+        {f"job:train_run_id:max{{{JOB_A}}}": "0+1x21 21x39",
+         f"job:train_checkpoint:rate{RATE5M}{{{JOB_A}}}": "0.002x60",
+         f"job:train_checkpoint_seconds:rate{RATE5M}{{{JOB_A}}}": "0.002x60",
+         f"job:train_checkpoint_seconds:rate{RATE5M}{{{JOB_B}}}": "0.5x60"},
+        {f"{{{JOB_A}}}": 240}),  # sqrt(2 x 28,800 s x 1 s)
+    "a checkpoint's duration is its seconds over the checkpoints": (
+        ("recovery", "Duration per checkpoint", "A"),
+        {f"job:train_checkpoint:rate{RATE5M}{{{JOB_A}}}": "0.002x60",
+         f"job:train_checkpoint_seconds:rate{RATE5M}{{{JOB_A}}}": "0.04x60",
+         f"job:train_checkpoint:rate{RATE5M}{{{JOB_B}}}": "0.1x60"},
+        {f"{{{JOB_A}}}": 20}),
+    "checkpoint write throughput is the bytes the ranks wrote over the seconds spent writing": (
+        ("recovery", "Checkpoint write throughput", "A"),
+        {f"job:checkpoint_bytes_written:rate{RATE5M}{{{JOB_A}}}": "2000000x60",
+         f"job:train_checkpoint_seconds:rate{RATE5M}{{{JOB_A}}}": "0.04x60",
+         f"job:checkpoint_bytes_written:rate{RATE5M}{{{JOB_B}}}": "9x60"},
+        {f"{{{JOB_A}}}": 5e7}),
     "a clock reason counts the job's GPUs with that bit set, whatever the other bits": (
         ("hardware", "GPUs held below full clocks, by reason", "A"),
         {**HOSTS, **{f'DCGM_FI_DEV_CLOCKS_EVENT_REASONS{{UUID="GPU-{h}{g}", gpu="{g}", Hostname="{h}"}}': f"{v}x60"

@@ -57,6 +57,13 @@ def build(c: Ctx) -> Family:
               sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_checkpoint_seconds_total, '', rate)})
             )
         """)),
+        # for the recovery dashboard (checkpoints per hour, seconds per checkpoint), which
+        # read an hour of every rank's counters at every step of a range
+        Record(c.rname(R.checkpoint_rate), expr(f"""
+            max {c.by(L.job_id)} (
+              sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_checkpoint_total, '', rate)})
+            )
+        """)),
         Record(c.rname(R.train_seconds_rate), expr(f"""
             max {c.by(L.job_id)} (
               sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_step_seconds, '_sum', rate)})

@@ -67,12 +67,14 @@ def build(env) -> View:
               (Query(f"{bytes_rate}\n/ {q.join(job)}\n({steps} > 0)",
                      "{{%s}}" % q.c.l(L.group)),), min=0),
         Panel(TIMESERIES, "InfiniBand transmit of the job's hosts", "Busiest, median and "
-              "least busy host (node_exporter, all ports). Healthy during all-reduce: near "
-              "line rate and close together; one host far below has a degraded NIC or rail.",
+              "least busy host of the job while its ranks all-reduce (node_exporter, all "
+              "ports; what Train_IB_Asymmetry compares). Healthy: near line rate and close "
+              "together; one host far below has a degraded NIC or rail.",
               u.BytesPerSecondSI,
-              tuple(Query(e, f"{n} host") for n, e in
-                    q.spread(q.host_rate(M.node_infiniband_port_data_transmitted_bytes_total),
-                             by=())), width=24, min=0),
+              # the fabric family's record per job and host: the hosts' raw port counters,
+              # joined to the job at each step of the range, read every port of the cluster
+              tuple(Query(e, f"{n} host") for n, e in q.spread(q.r(R.ib_tx_job_node))),
+              width=24, min=0),
     ))
     return View(KEY, "DP", "Data parallel: gradient all-reduce time per rank, arrival skew "
                 "vs transfer, sync latency and bytes per parallel group.",

@@ -121,24 +121,6 @@ class Q:
         info = self.m(M.train_rank_gpu_info, rank=rank)
         return f"({expr}\n * {self.join((L.UUID,), (L.job_id, L.rank, L.node))}\n {info})"
 
-    def job_hosts(self, *, rank: bool = True) -> str:
-        """1 per host that runs ranks of the job (selected ranks), labelled with
-        node_exporter's nodename (the host name, which the instrument writes as node)."""
-        info = self.m(M.train_rank_gpu_info, rank=rank)
-        nodename = self.c.l(L.nodename)
-        # one series per host before relabelling: label_replace makes a label set per
-        # series and step, and the job's ranks are 8 per host
-        return (f"max {self.by(L.nodename)} (label_replace(max {self.by(L.node)} ({info}), "
-                f'{quote(nodename)}, "$1", {quote(self.c.l(L.node))}, "(.*)"))')
-
-    def host_rate(self, metric: Metric) -> str:
-        """Per-host rate of a node_exporter counter (summed over devices and ports), for
-        the hosts of the job only."""
-        uname = self.m(M.node_uname_info)
-        return (f"sum {self.by(L.nodename)} (\n  {self.rate(metric)}\n"
-                f"  * {self.join((L.instance,), (L.nodename,))} {uname}\n)\n"
-                f"and {self.on(L.nodename)}\n{self.job_hosts()}")
-
     def spread(self, expr: str, by: tuple[Label, ...] = (L.job_id,)) -> tuple[tuple[str, str], ...]:
         """(legend, expr) of the slowest, median and fastest series of ``expr`` across
         ranks: how far apart the ranks are, in three lines at any scale."""

@@ -13,7 +13,7 @@ from ..config import seconds
 from ..contract import L, M, R
 from ..promql import number
 from .model import STAT, TIMESERIES, Panel, Query, Row, Step, View
-from .query import RANGE, RATE
+from .query import RANGE
 
 KEY = "recovery"
 
@@ -21,24 +21,21 @@ KEY = "recovery"
 def build(env) -> View:
     q, cfg = env.q, env.cfg
     job = (L.job_id,)
-    rank = (L.job_id, L.rank)
     run = q.r(R.run_id)
     mtbf_window = env.dash("mtbf_window")
     floor = cfg["thresholds"]["checkpoint_write_bytes_per_second"]
 
-    def per_rank_increase(metric, window):
-        return f"sum {q.by(*rank)} (increase({q.m(metric)}[{window}]))"
-
+    # From the checkpoints family's job records, one series per job: over an hour of every
+    # rank's counters these panels read 120 samples of every rank at each step.
+    ckpt_rate, ckpt_seconds = q.r(R.checkpoint_rate), q.r(R.checkpoint_seconds_rate)
     restarts_long = (f"(max_over_time({run}[{mtbf_window}]) - min_over_time({run}[{mtbf_window}]))")
-    cost = (f"max {q.by(*job)} (\n  {per_rank_increase(M.train_checkpoint_seconds_total, '1h')}\n"
-            f"  / ({per_rank_increase(M.train_checkpoint_total, '1h')} > 0)\n)")
+    cost = (f"avg_over_time({ckpt_seconds}[1h])\n  / {q.on(*job)}\n"
+            f"  (avg_over_time({ckpt_rate}[1h]) > 0)")
     optimal = (f"sqrt(2 * ({number(seconds(mtbf_window))} / ({restarts_long} > 0))\n"
-               f" * {q.on(*job)} {cost})")
-    actual = (f"3600 / (max {q.by(*job)} ({per_rank_increase(M.train_checkpoint_total, '1h')}) > 0)")
-    throughput = (f"sum {q.by(*job)} (increase({q.m(M.checkpoint_bytes_written_total)}[{RATE}]))\n"
-                  f"/\n(max {q.by(*job)} ({per_rank_increase(M.train_checkpoint_seconds_total, RATE)}) > 0)")
-    duration = (f"max {q.by(*job)} (\n  {per_rank_increase(M.train_checkpoint_seconds_total, RATE)}\n"
-                f"  / ({per_rank_increase(M.train_checkpoint_total, RATE)} > 0)\n)")
+               f" * {q.on(*job)} (\n  {cost}\n))")
+    actual = f"1 / (avg_over_time({ckpt_rate}[1h]) > 0)"
+    throughput = (f"{q.r(R.checkpoint_bytes_rate)}\n/ {q.on(*job)}\n({ckpt_seconds} > 0)")
+    duration = f"{ckpt_seconds}\n/ {q.on(*job)}\n({ckpt_rate} > 0)"
 
     failures = Row("Failure recovery", (
         Panel(STAT, "Restarts in range", "Restarts of the job in the dashboard's time range "
@@ -76,7 +73,7 @@ def build(env) -> View:
                Query(q.r(R.checkpoint_throughput), f"over {cfg['windows']['checkpoint_throughput']}")),
               steps=(Step(None, "red"), Step(floor, "green")), draw_steps=True, min=0),
         Panel(TIMESERIES, "Duration per checkpoint", "Seconds each checkpoint held the job "
-              "(the rank that waited longest). Healthy: flat; a rising line is storage slowing "
+              f"in the last {cfg['windows']['rate']} (the rank that spent the most). Healthy: flat; a rising line is storage slowing "
               "down or checkpoints growing.", u.Seconds, (Query(duration, "per checkpoint"),),
               min=0),
     ))

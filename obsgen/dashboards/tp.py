@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.models import units as u
 
-from ..contract import L, M
+from ..contract import L, M, R
 from ..promql import number
 from .model import RANK, TIMESERIES, Panel, Query, Row, Step, View
 
@@ -33,8 +33,9 @@ def build(env) -> View:
         Panel(TIMESERIES, f"SM-active spread within a host (top {top_n})", "Standard deviation "
               "of SM-active across the job's GPUs of each host, the most uneven hosts. "
               f"Healthy: below {number(limit)} (dashed).", u.PercentUnit,
-              (Query(f"topk({top_n}, stddev {q.by(L.job_id, L.node)} ({sm}))",
-                     "{{%s}}" % q.c.l(L.node)),),
+              # the GPU family's record (the spread Train_TP_Imbalance reads): per GPU and
+              # step, joining every GPU of the cluster to its rank cost seconds at 16k GPUs
+              (Query(f"topk({top_n}, {q.r(R.sm_active_spread)})", "{{%s}}" % q.c.l(L.node)),),
               steps=(Step(None, "green"), Step(limit, "red")), draw_steps=True, min=0),
         Panel(TIMESERIES, "SM-active across the job's GPUs", "Highest, median and lowest "
               "SM-active of the GPUs that run the selected ranks. Healthy: high and close "
