@@ -71,6 +71,22 @@ def findings(ss: list[dict]) -> list[str]:
            + "; ranks " + "; ".join(_before_after_ratio(s, ("obsgen-ranks",)) for s in ss) + ". "
            "(What these benchmark times count is the query; the ruler also writes every "
            "recorded series, 16,384 of them per per-rank record, which they do not count.)",
+           "- Panels that recompute what a rule records: the checkpoint interval read an hour "
+           "of every rank's checkpoint counters at each of 121 steps, the checkpoint duration "
+           "and throughput every rank's counters, the IB spread of the job's hosts every HCA "
+           "port of the cluster joined to the job, the TP spread per host every GPU joined to "
+           "its rank. They now read the job records the alerts compute (one series per job, "
+           "or per host of the job): the checkpoints family's rates (and a new "
+           "`job:train_checkpoint:rate5m`, checkpoints per second, for checkpoints per hour "
+           "and seconds per checkpoint), the fabric family's IB rate of the job's hosts in "
+           "all-reduce windows (what Train_IB_Asymmetry compares), the GPU family's SM-active "
+           "spread (what Train_TP_Imbalance reads). Before / after at " + f"{N:,}" + " ranks: "
+           + "; ".join(_panel_before_after(big, p) for p in (
+               "Training · Recovery / Checkpoint interval: actual vs optimal",
+               "Training · Recovery / Duration per checkpoint",
+               "Training · Recovery / Checkpoint write throughput",
+               "Training · DP / InfiniBand transmit of the job's hosts",
+               "Training · TP / SM-active spread within a host (top 10)")) + ".",
            "- Earlier changes, measured in earlier runs (`git log benchmarks/RESULTS.md`), at "
            "16,384 ranks unless said: job facts (world size, planned steps, pipeline shape, "
            "deadline, hosts and GPUs) in a facts group of their family every `facts_interval` "
