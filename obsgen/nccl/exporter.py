@@ -1,8 +1,8 @@
 """``obsgen nccl-exporter``: the sidecar process.
 
 Every ``--poll-interval`` it reads the group maps and the new lines of the dump
-directory (``follow``), counts each record into the series of its rank, op and group
-(``metrics``), offers it to the alignment (``align``), and every ``--state-interval``
+directory (``follow``), counts each record into the series of its rank, op, group and
+host (``metrics``), offers it to the alignment (``align``), and every ``--state-interval``
 writes the read offsets together with every counter to ``--state-file`` (atomically, in
 one file, at a line boundary): a restarted exporter continues its counters from exactly
 the lines it had counted, so a restart neither loses nor double-counts a record. Only
