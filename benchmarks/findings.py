@@ -36,15 +36,17 @@ def findings(ss: list[dict]) -> list[str]:
            "cheaper; it cuts the memory and disk of the Prometheus that holds the job. For "
            "the panels the lever left is per-host aggregates exported at the source for "
            "dashboard-only signals (the issue's \"pre-aggregation per node\").",
-           "- Families evaluated every minute: the pipeline bubble (30 minutes of `for`), "
-           "checkpoints (a 30-minute age, an hour's overhead), restarts (an hour), the fabric "
-           "(an hour of link recoveries, 10 minutes of `for` on IB) and the late arrivals (15 "
-           "minutes) read windows of 15 minutes or more of signals that move in minutes, and "
-           "were about half of what the groups cost per 30 s. `family_intervals` (new config "
-           "key) evaluates them every 1m: an alert of theirs fires at most 30 s later, and "
-           "the ruler does half their work. The stragglers, ranks, GPUs, gradients and "
-           "progress stay at 30 s. Before / after in ruler time per 30 s, the interval alone "
-           "(same rules): checkpoints "
+           "- Families evaluated less often: the pipeline bubble (30 minutes of `for`), the "
+           "fabric (10 minutes of `for` on IB, an hour of link recoveries) and the late "
+           "arrivals (15 minutes), checkpoints (a 30-minute age, an hour's overhead) and "
+           "restarts (an hour) wait on windows of 10 minutes or more, and were about half of "
+           "what the groups cost per 30 s. `family_intervals` (new config key) evaluates them "
+           "at about a fifteenth of the shortest window or `for` they read: the first three "
+           "every 1m, checkpoints and recovery every 2m. An alert of theirs fires at most one "
+           "interval later, and the ruler does a half or a quarter of their work. The "
+           "stragglers, ranks, GPUs, gradients and progress stay at 30 s. Before / after in "
+           "ruler time per 30 s, the interval alone (the same rules, but checkpoints also records "
+           "checkpoints per second for the dashboards, below): checkpoints "
            + "; ".join(_before_after_ratio(s, ("obsgen-checkpoints",)) for s in ss)
            + "; recovery " + "; ".join(_before_after_ratio(s, ("obsgen-recovery",)) for s in ss)
            + "; nccl " + "; ".join(_before_after_ratio(s, ("obsgen-nccl",)) for s in ss) + ".",

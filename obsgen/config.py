@@ -113,12 +113,12 @@ DEFAULTS: dict[str, Any] = {
     # and GPUs), never shorter than rule_interval; null records them in the family's group.
     "facts_interval": "2m",
     # Evaluation interval of a family's groups where it may be longer than rule_interval:
-    # families whose alerts read windows of 15 minutes or more of signals that move in
-    # minutes (checkpoints, restarts, the bubble, IB and late arrivals); never shorter than
-    # rule_interval; a family set to null (or absent) is evaluated at rule_interval, and
-    # null for the whole key evaluates every family at rule_interval.
-    "family_intervals": {"pipeline": "1m", "checkpoints": "1m", "fabric": "1m",
-                         "recovery": "1m", "nccl": "1m"},
+    # about a fifteenth of the shortest window or `for` its alerts wait on (the bubble, IB
+    # and late arrivals: 10 to 30 minutes; checkpoints and restarts: 30 minutes to an hour);
+    # never shorter than rule_interval; a family set to null (or absent) is evaluated at
+    # rule_interval, and null for the whole key evaluates every family at rule_interval.
+    "family_intervals": {"pipeline": "1m", "checkpoints": "2m", "fabric": "1m",
+                         "recovery": "2m", "nccl": "1m"},
     # Alert families to render, in registry order; null renders all of them.
     "families": None,
     # Rule file format: prometheus, prometheus-operator, mimir or thanos (obsgen.targets).
