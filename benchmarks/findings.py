@@ -222,6 +222,8 @@ def _left(size: dict) -> str:
     """What the targets still miss, and the levers not taken."""
     N = size["ranks"]
     total = total_ms(size, "obsgen")
+    mean = size["groups"].get("obsgen-stragglers", {}).get("rules", {}).get(
+        "job_rank:train_compute_seconds:mean5m")
     ruler = (f"the groups cost {fmt_ms(total)} ms per 30 s at {N:,} ranks "
              f"({'under' if total < 3000 else 'over'} the 3 s target). ")
     return (ruler + "What they spend is rules that read every rank's raw series once, each "
@@ -240,8 +242,8 @@ def _left(size: dict) -> str:
             + fmt_ms(panels_of(size).get("Training · Overview / Compute time across ranks", {}).get("ms"))
             + " ms: what would bring the five slowest under 2 s is a record per rank of each "
             "spread, which costs the ruler about what the straggler family's per-rank mean "
-            "costs it (320 ms per evaluation at 16,384 ranks) for each of them; see the "
-            "next point.")
+            f"costs it ({fmt_ms(mean)} ms per evaluation at {N:,} ranks) for each of them, "
+            f"against {fmt_ms(3000 - total)} ms left of the ruler's 3 s; see the next point.")
 
 
 def _panel_before_after(size: dict, panel: str) -> str:
