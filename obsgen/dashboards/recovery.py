@@ -73,9 +73,9 @@ def build(env) -> View:
                Query(q.r(R.checkpoint_throughput), f"over {cfg['windows']['checkpoint_throughput']}")),
               steps=(Step(None, "red"), Step(floor, "green")), draw_steps=True, min=0),
         Panel(TIMESERIES, "Duration per checkpoint", "Seconds each checkpoint held the job "
-              f"in the last {cfg['windows']['rate']} (the rank that spent the most). Healthy: flat; a rising line is storage slowing "
-              "down or checkpoints growing.", u.Seconds, (Query(duration, "per checkpoint"),),
-              min=0),
+              f"in the last {cfg['windows']['rate']} (the rank that spent the most). Healthy: "
+              "flat; a rising line is storage slowing down or checkpoints growing.", u.Seconds,
+              (Query(duration, "per checkpoint"),), min=0),
     ))
     return View(KEY, "Recovery", "Failure recovery and checkpoints: restarts, time to "
                 "recover, work lost, checkpoint interval against the optimum, checkpoint "
