@@ -345,6 +345,19 @@ def test_a_state_file_from_before_the_node_label_restores_the_job_counters_only(
         assert len(old.store.alignment) == len(alignment)
 
 
+def test_a_state_file_with_other_buckets_restores_nothing(late_job):
+    """Counts per bucket mean nothing under other bounds: the whole state is ignored, and
+    every counter starts from zero as after a reset."""
+    d, job, truth = late_job
+    e = exporter(d)
+    e.drain()
+    snap = e.store.snapshot()
+    rows = [[k, dc[:-1], *rest] for k, dc, *rest in snap["ranks"]]  # one bucket fewer
+    other = Exporter(Options(dump_dir=d, state_file=d.parent / "other.state", job_id=e.store.job_id))
+    other.store.restore({**snap, "ranks": rows})
+    assert other.store.records == 0 and other.store.ranks == {} and per_rank(e, "bytes") != {}
+
+
 def test_state_of_another_job_is_not_restored(tmp_path):
     job = InspectorJob()
     job.write_group_maps(tmp_path)

@@ -166,11 +166,11 @@ class Store:
             # are not carried over: the new label sets are new series to Prometheus, whose
             # increase() reads nothing from a new series' first value, so they start anew
             # like after a reset.
-            k, dc, dsum, b, bb, wc, wsum, *old, unrec = row
-            if len(dc) != len(_SECONDS) + 1 or len(wc) != len(_BUSBW) + 1 or len(old) not in (0, 2):
-                return
-            if len(k) != 4:
+            if len(row[0]) != 4:
                 continue
+            k, dc, dsum, b, bb, wc, wsum, unrec = row
+            if len(dc) != len(_SECONDS) + 1 or len(wc) != len(_BUSBW) + 1:
+                return
             s = _PerRank()
             s.duration.counts, s.duration.sum = list(dc), float(dsum)
             s.bytes, s.bus_bytes = float(b), float(bb)
