@@ -10,13 +10,21 @@ import pytest
 import yaml
 
 from obsgen import config, dashboards, promtool
+from obsgen.contract import R
+from obsgen.promql import Ctx
 
 pytestmark = pytest.mark.promtool
 
 EVAL = "60m"
 JOB_A, JOB_B = 'job_id="job-a"', 'job_id="job-b"'
 RATIO = "job_rank:train_compute_seconds:ratio_to_median5m"
-RATE5M = "5m"  # the default rate window in the names of the job records
+NAME = Ctx(config.Config(copy.deepcopy(config.DEFAULTS), "(defaults)")).rname
+
+
+def flat(rec, **by_job: float) -> dict[str, str]:
+    """A job record (``R.<key>``) holding one value per job for the hour: job="value"."""
+    jobs = {"a": JOB_A, "b": JOB_B}
+    return {f"{NAME(rec)}{{{jobs[j]}}}": f"{v:g}x60" for j, v in by_job.items()}
 
 
 def counter(per_minute: float, minutes: int = 60) -> str:
@@ -33,12 +41,8 @@ REASONS = {("n1", 0): 0, ("n1", 1): 4, ("n1", 2): 12, ("n2", 0): 36, ("n3", 0): 
 CASES = {
     "the ETA is the remaining steps times the mean step time, for the selected job only": (
         ("overview", "ETA", "A"),
-        {f"job:train_planned_steps:max{{{JOB_A}}}": "1000x60",
-         f"job:train_current_step:max{{{JOB_A}}}": "400x60",
-         f"job:train_step_seconds:mean5m{{{JOB_A}}}": "2x60",
-         f"job:train_planned_steps:max{{{JOB_B}}}": "1000x60",
-         f"job:train_current_step:max{{{JOB_B}}}": "10x60",
-         f"job:train_step_seconds:mean5m{{{JOB_B}}}": "9x60"},
+        {**flat(R.planned_steps, a=1000, b=1000), **flat(R.current_step, a=400, b=10),
+         **flat(R.step_mean, a=2, b=9)},
         {f"{{{JOB_A}}}": 1200}),
     "a restart is counted once although the new processes are new series": (
         ("overview", "Restarts in range", "A"),
@@ -83,28 +87,21 @@ CASES = {
         {f"{{{JOB_A}}}": 1500}),
     "the actual checkpoint interval is the hour over the checkpoints in it": (
         ("recovery", "Checkpoint interval: actual vs optimal", "A"),
-        {f"job:train_checkpoint:rate{RATE5M}{{{JOB_A}}}": "0.002x60",
-         f"job:train_checkpoint:rate{RATE5M}{{{JOB_B}}}": "0.1x60"},
+        flat(R.checkpoint_rate, a=0.002, b=0.1),
         {f"{{{JOB_A}}}": 500}),
     "the optimal interval is sqrt(2 x MTBF x seconds per checkpoint)": (
         ("recovery", "Checkpoint interval: actual vs optimal", "B"),
         # 21 restarts in the 7d of the MTBF window (an MTBF of 8 h), 1 s per checkpoint
-        {f"job:train_run_id:max{{{JOB_A}}}": "0+1x21 21x39",
-         f"job:train_checkpoint:rate{RATE5M}{{{JOB_A}}}": "0.002x60",
-         f"job:train_checkpoint_seconds:rate{RATE5M}{{{JOB_A}}}": "0.002x60",
-         f"job:train_checkpoint_seconds:rate{RATE5M}{{{JOB_B}}}": "0.5x60"},
+        {f"{NAME(R.run_id)}{{{JOB_A}}}": "0+1x21 21x39", **flat(R.checkpoint_rate, a=0.002),
+         **flat(R.checkpoint_seconds_rate, a=0.002, b=0.5)},
         {f"{{{JOB_A}}}": 240}),  # sqrt(2 x 28,800 s x 1 s)
     "a checkpoint's duration is its seconds over the checkpoints": (
         ("recovery", "Duration per checkpoint", "A"),
-        {f"job:train_checkpoint:rate{RATE5M}{{{JOB_A}}}": "0.002x60",
-         f"job:train_checkpoint_seconds:rate{RATE5M}{{{JOB_A}}}": "0.04x60",
-         f"job:train_checkpoint:rate{RATE5M}{{{JOB_B}}}": "0.1x60"},
+        {**flat(R.checkpoint_rate, a=0.002, b=0.1), **flat(R.checkpoint_seconds_rate, a=0.04)},
         {f"{{{JOB_A}}}": 20}),
     "checkpoint write throughput is the bytes the ranks wrote over the seconds spent writing": (
         ("recovery", "Checkpoint write throughput", "A"),
-        {f"job:checkpoint_bytes_written:rate{RATE5M}{{{JOB_A}}}": "2000000x60",
-         f"job:train_checkpoint_seconds:rate{RATE5M}{{{JOB_A}}}": "0.04x60",
-         f"job:checkpoint_bytes_written:rate{RATE5M}{{{JOB_B}}}": "9x60"},
+        {**flat(R.checkpoint_bytes_rate, a=2e6, b=9), **flat(R.checkpoint_seconds_rate, a=0.04)},
         {f"{{{JOB_A}}}": 5e7}),
     "a clock reason counts the job's GPUs with that bit set, whatever the other bits": (
         ("hardware", "GPUs held below full clocks, by reason", "A"),
