@@ -86,7 +86,8 @@ def cmd_plan(args) -> int:
                   all_ranks_report_loss=args.all_ranks_report_loss, gpu_info=not args.no_gpu_info,
                   planned_end=args.planned_end, checkpoint_bytes=args.checkpoint_bytes,
                   sidecar=not args.no_sidecar)
-    print(report(shape, _load(args)["windows"]), end="")
+    cfg = _load(args)
+    print(report(shape, cfg["windows"], registry.panel_records(cfg)), end="")
     return 0
 
 

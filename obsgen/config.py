@@ -118,8 +118,8 @@ DEFAULTS: dict[str, Any] = {
     # never shorter than rule_interval; a family set to null (or absent) is evaluated at
     # rule_interval, and null for the whole key evaluates every family at rule_interval.
     "family_intervals": {"pipeline": "1m", "checkpoints": "2m", "fabric": "1m",
-                         "recovery": "2m", "nccl": "1m"},
-    # Alert families to render, in registry order; null renders all of them.
+                         "recovery": "2m", "nccl": "1m", "panels": "5m"},
+    # Alert families to render, in registry order; null renders all of them (panels: see dashboards.records).
     "families": None,
     # Rule file format: prometheus, prometheus-operator, mimir or thanos (obsgen.targets).
     "format": "prometheus",
@@ -137,6 +137,8 @@ DEFAULTS: dict[str, Any] = {
     "dashboards": {
         # Render the Grafana dashboards into dashboards/ (false: rules only).
         "enabled": True,
+        # Record what the slowest panels compute (family panels, every family_intervals.panels) and have them read it: for boards kept open on jobs of thousands of ranks.
+        "records": False,
         # "classic": one dashboard per tab, any Grafana; "v2": one Grafana 12 schema-v2 dashboard with tabs.
         "format": "classic",
         # Prefix of every dashboard uid (<prefix>-<view>); differ it to provision two configs into one Grafana.

@@ -104,7 +104,9 @@ def _scope(m: contract.Metric) -> str | None:
     return "host"
 
 
-def plan(s: Shape, windows: dict[str, str] | None = None) -> list[Line]:
+def plan(s: Shape, windows: dict[str, str] | None = None, panel_records: bool = False) -> list[Line]:
+    """Series of a job of shape ``s``; the panels family's records with ``panel_records``
+    (dashboards.records)."""
     units = {"rank": s.ranks, "gpu": s.ranks, "host": s.hosts, "job": 1, "stage": s.pp}
     lines = []
     for m in contract.METRICS.values():
@@ -121,6 +123,8 @@ def plan(s: Shape, windows: dict[str, str] | None = None) -> list[Line]:
             continue
         lines.append(Line(m.key, m.type, scope, per, per * units[scope], source))
     for r in contract.RECORDED.values():
+        if r.panel and not panel_records:
+            continue
         scope = ("rank" if L.rank.key in r.labels else "stage" if L.stage.key in r.labels
                  else "gpu" if L.UUID.key in r.labels else "host" if L.node.key in r.labels
                  else "job")
@@ -154,8 +158,8 @@ def _buckets(m: contract.Metric) -> int:
     return len(m.buckets or contract.DEFAULT_BUCKETS)
 
 
-def report(s: Shape, windows: dict[str, str] | None = None) -> str:
-    lines = plan(s, windows)
+def report(s: Shape, windows: dict[str, str] | None = None, panel_records: bool = False) -> str:
+    lines = plan(s, windows, panel_records)
     width = max(len(l.name) for l in lines)
     out = [f"obsgen plan: {s.ranks:,} ranks (pp={s.pp}, tp={s.tp}, ep={s.ep}, experts={s.experts}), "
            f"{s.hosts:,} hosts of {s.gpus_per_host} GPUs and {s.hcas_per_host} HCAs",

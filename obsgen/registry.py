@@ -3,14 +3,22 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from .alerts import (checkpoints, fabric, gpus, gradients, nccl, pipeline, progress,
-                     ranks, recovery, stragglers)
+from .alerts import (checkpoints, fabric, gpus, gradients, nccl, panels, pipeline,
+                     progress, ranks, recovery, stragglers)
 from .config import Config, DEFAULTS
 from .model import Family
 from .promql import Ctx
 
 FAMILIES: tuple[ModuleType, ...] = (stragglers, gradients, pipeline, checkpoints, ranks,
-                                    gpus, fabric, recovery, progress, nccl)
+                                    gpus, fabric, recovery, progress, nccl, panels)
+# Rendered when the dashboards read them (dashboards.records), whatever families: says.
+PANEL_RECORDS = panels.NAME
+# The families a default config renders.
+DEFAULT_FAMILIES = tuple(f for f in FAMILIES if f.NAME != PANEL_RECORDS)
+
+
+def panel_records(cfg: Config) -> bool:
+    return bool(cfg["dashboards"]["enabled"] and cfg["dashboards"]["records"])
 
 
 def by_name() -> dict[str, ModuleType]:
@@ -20,9 +28,10 @@ def by_name() -> dict[str, ModuleType]:
 def selected(cfg: Config) -> list[ModuleType]:
     """Families the config asks for, in registry order, with the families they read from."""
     wanted = cfg["families"]
-    if wanted is None:
-        return list(FAMILIES)
-    names = set(wanted)
+    names = {f.NAME for f in FAMILIES} if wanted is None else set(wanted)
+    names.discard(PANEL_RECORDS)
+    if panel_records(cfg):
+        names.add(PANEL_RECORDS)
     while True:  # requirements point backwards or forwards and chain: repeat until settled
         more = {r for f in FAMILIES if f.NAME in names for r in getattr(f, "REQUIRES", ())}
         if more <= names:

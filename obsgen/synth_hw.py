@@ -193,6 +193,8 @@ class _FleetSim:
                 for rank, r in now.items():
                     active = rank in prev[j] and r.step > prev[j][rank].step
                     placement[(r.labels[L.node.key], rank % job.ranks_per_node)] = (job, rank, active)
+                    if job.gpu_info:
+                        self._gpu_info(job, rank, r, out)
                 prev[j] = now
             for x in f.faults:
                 if isinstance(x, Xid) and 0 <= x.at <= t:
@@ -210,6 +212,17 @@ class _FleetSim:
             live = {k for k, v in out.samples.items() if v != STALE}
             prev_t = t
             yield out
+
+    @staticmethod
+    def _gpu_info(job: Job, rank: int, r: _Rank, out: Scrape) -> None:
+        """The rank's train_rank_gpu_info names the UUID dcgm-exporter reports for the GPU
+        it runs on (the job alone makes one up): GPU ``rank % ranks_per_node`` of its host."""
+        for key in [k for k in out.samples if dict(k)["__name__"] == M.train_rank_gpu_info.key
+                    and dict(k).get(L.job_id.key) == job.job_id
+                    and dict(k).get(L.rank.key) == str(rank)]:
+            del out.samples[key]
+        uuid = gpu_uuid(r.labels[L.node.key], rank % job.ranks_per_node)
+        out.samples[_key(M.train_rank_gpu_info.key, **r.labels, **{L.UUID.key: uuid})] = 1.0
 
     # training-side series ---------------------------------------------------------------
     def _training_side(self, job: Job, st: _JobState, before: dict[int, _Rank],

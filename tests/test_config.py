@@ -73,7 +73,7 @@ BAD = {
         "obsgen.yaml: family_intervals.nccl: must be a duration above zero, got '0s'"),
     "an interval for a family that does not exist is refused": (
         "family_intervals:\n  bubbles: 1m\n",
-        "obsgen.yaml: family_intervals: must be one of stragglers, gradients, pipeline, checkpoints, ranks, gpus, fabric, recovery, progress, nccl, got 'bubbles'"),
+        "obsgen.yaml: family_intervals: must be one of stragglers, gradients, pipeline, checkpoints, ranks, gpus, fabric, recovery, progress, nccl, panels, got 'bubbles'"),
     "a Python object tag is refused (safe loading only)": (
         "thresholds: !!python/object/apply:os.system ['true']\n",
         "obsgen.yaml: line 1: invalid YAML: could not determine a constructor for the tag"),

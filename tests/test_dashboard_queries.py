@@ -118,11 +118,33 @@ CASES = {
         {**HOSTS, **{f'DCGM_FI_DEV_GPU_TEMP{{UUID="GPU-{h}{g}", gpu="{g}", Hostname="{h}", pod="p{g}"}}': f"{60 + g + 10 * (h == 'n2')}x60"
                      for (h, g) in REASONS}},
         {f'{{{JOB_A}, node="n1"}}': 62, f'{{{JOB_A}, node="n2"}}': 70}),
+    # dashboards.records: the panels read the panels family's series
+    "with dashboards.records, the least time inside TP collectives is the lowest rank's "
+    "record, of the selected job only": (
+        ("tp", "Time inside TP collectives across ranks", "C", True),
+        {**{f'{NAME(R.tp_time_rank)}{{{JOB_A}, rank="{r}"}}': f"{v}x60"
+            for r, v in enumerate((0.30, 0.31, 0.12, 0.29))},
+         f'{NAME(R.tp_time_rank)}{{{JOB_B}, rank="0"}}': "0.01x60"},
+        {f"{{{JOB_A}}}": 0.12}),
+    "with dashboards.records, the arrival skew is the most minus the least recorded "
+    "all-reduce time of the job's ranks": (
+        ("dp", "Arrival skew vs transfer", "B", True),
+        {**{f'{NAME(R.dp_allreduce_rank)}{{{JOB_A}, rank="{r}"}}': f"{v}x60"
+            for r, v in enumerate((0.5, 0.25, 0.375))},
+         f'{NAME(R.dp_allreduce_rank)}{{{JOB_B}, rank="0"}}': "4x60"},
+        {f"{{{JOB_A}}}": 0.25}),
+    "with dashboards.records, the GPU errors are the job's recorded totals": (
+        ("overview", "GPU errors on the job's GPUs", "A", True),
+        flat(R.gpu_dbe_job, a=2, b=5), {f"{NAME(R.gpu_dbe_job)}{{{JOB_A}}}": 2}),
+    "with dashboards.records, the line rate is the job's recorded fastest host": (
+        ("hardware", "InfiniBand transmit per host during all-reduce", "B", True),
+        flat(R.ib_line_rate_job, a=2e11, b=1e11), {f"{NAME(R.ib_line_rate_job)}{{{JOB_A}}}": 2e11}),
 }
 
 
-def _query(key: str, title: str, ref: str) -> str:
+def _query(key: str, title: str, ref: str, records: bool = False) -> str:
     cfg = config.Config(copy.deepcopy(config.DEFAULTS), "(defaults)")
+    cfg.data["dashboards"]["records"] = records
     for q in dashboards.panel_queries(cfg):
         if q.uid == f"obsgen-{key}" and q.panel == title and q.ref == ref:
             return q.promql("job-a", rate_interval="2m", range_="1h")
@@ -131,12 +153,12 @@ def _query(key: str, title: str, ref: str) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
 def test_panel_query_on_hand_made_series(case, tmp_path):
-    (key, title, ref), series, expected = CASES[case]
+    panel, series, expected = CASES[case]
     doc = {"rule_files": [], "evaluation_interval": "1m", "tests": [{
         "interval": "1m",
         "input_series": [{"series": s, "values": v} for s, v in series.items()],
         "promql_expr_test": [{
-            "expr": _query(key, title, ref), "eval_time": EVAL,
+            "expr": _query(*panel), "eval_time": EVAL,
             "exp_samples": [{"labels": labels, "value": value} for labels, value in expected.items()]}],
     }]}
     path = tmp_path / "panel.yaml"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,11 @@ def v2() -> config.Config:
     return config.load(GOLDEN / "dashboards-v2.yaml", alert_names=NAMES)
 
 
-CONFIGS = {"defaults": defaults, "custom": custom, "v2": v2}
+def records() -> config.Config:
+    return defaults(records=True)
+
+
+CONFIGS = {"defaults": defaults, "custom": custom, "v2": v2, "records": records}
 
 
 def rendered(cfg: config.Config) -> dict[str, dict]:
@@ -295,7 +300,7 @@ def test_v2_is_one_dashboard_with_a_tab_per_view():
 
 def test_v2_shows_the_same_queries_as_the_classic_dashboards():
     def key(q):
-        return (q.panel, q.ref, q.expr, q.instant)
+        return (q.panel, q.ref, q.expr, q.instant, q.interval)
     classic_qs = dashboards.queries_of(pipeline.render_all(defaults()))
     v2_qs = dashboards.queries_of(pipeline.render_all(v2()))
     assert sorted(map(key, classic_qs)) == sorted(map(key, v2_qs))
@@ -366,3 +371,62 @@ def test_custom_dashboards_match_golden(path):
 def test_v2_dashboard_matches_golden():
     assert_golden(GOLDEN / "dashboards-v2" / "training.json",
                   pipeline.render_all(v2())["dashboards/training.json"])
+
+
+# dashboards.records --------------------------------------------------------------------
+PANEL_RECORDS = {r.name.format(**config.DEFAULTS["windows"]) for r in contract.RECORDED.values()
+                 if r.panel}
+# Panels that read the panels family with dashboards.records, and the raw series they
+# read without it.
+RECORDED_PANELS = {
+    "Time inside TP collectives across ranks": "nccl_collective_duration_seconds_sum",
+    "Time inside the DP all-reduce across ranks": "nccl_collective_duration_seconds_sum",
+    "Arrival skew vs transfer": "nccl_collective_duration_seconds_sum",
+    "SM-active across the job's GPUs": "DCGM_FI_PROF_SM_ACTIVE",
+    "NVLink throughput per GPU": "DCGM_FI_PROF_NVLINK_TX_BYTES",
+    "GPU errors on the job's GPUs": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "Exposed vs overlapped communication per step": "train_exposed_comm_seconds_sum",
+    "InfiniBand transmit per host during all-reduce": "node_infiniband_rate_bytes_per_second",
+}
+
+
+def _reads(qs, title) -> str:
+    return "\n".join(q.expr for q in qs if q.panel == title)
+
+
+def test_with_dashboards_records_the_slowest_panels_read_the_panels_family():
+    on = dashboards.queries_of(pipeline.render_all(records()))
+    off = dashboards.queries_of(pipeline.render_all(defaults()))
+    for title, raw in RECORDED_PANELS.items():
+        reads = re.compile(rf"(?<![\w:]){raw}(?![\w:])")  # the raw series, not a record's name
+        assert reads.search(_reads(off, title)) and not reads.search(_reads(on, title)), title
+        assert any(name in _reads(on, title) for name in PANEL_RECORDS), title
+    assert not [q.panel for q in off if any(name in q.expr for name in PANEL_RECORDS)]
+
+
+def test_the_panels_family_is_rendered_only_with_dashboards_records():
+    assert "rules/panels.yaml" not in pipeline.render_all(defaults())
+    assert "interval: 5m" in pipeline.render_all(records())["rules/panels.yaml"]
+    cfg = records()
+    cfg.data["families"] = ["stragglers"]
+    names = [f.NAME for f in registry.selected(cfg)]
+    assert names == ["stragglers", "gpus", "panels"]  # gpus: the job's hosts
+    cfg.data["families"] = ["panels"]  # asked for without dashboards.records: not rendered
+    cfg.data["dashboards"]["records"] = False
+    assert "panels" not in [f.NAME for f in registry.selected(cfg)]
+    cfg = records()
+    cfg.data["dashboards"]["enabled"] = False  # no dashboards, nothing reads the records
+    assert "rules/panels.yaml" not in pipeline.render_all(cfg)
+
+
+def test_panels_over_every_hosts_raw_series_are_queried_at_a_1m_min_interval():
+    qs = dashboards.queries_of(pipeline.render_all(defaults()))
+    slow = {q.panel for q in qs if q.interval == "1m"}
+    assert {"ECC errors per host", "NVLink errors per host", "GPUs held below full clocks, by reason",
+            "NCCL link recoveries per rank", "Bytes per second per parallel group",
+            "InfiniBand transmit per host during all-reduce"} <= slow
+    doc = rendered(defaults())["dashboards/hardware.json"]
+    assert _panel(doc, "ECC errors per host")["interval"] == "1m"
+    assert "interval" not in _panel(doc, "Hottest GPU per host")
+    on = {q.panel for q in dashboards.queries_of(pipeline.render_all(records())) if q.interval}
+    assert "InfiniBand transmit per host during all-reduce" not in on  # reads records only

@@ -17,7 +17,9 @@ pytestmark = pytest.mark.promtool
 
 def test_fixtures_are_generated_from_the_case_tables():
     stale = [f for f in build.families()
-             if (FIXTURES / f"{f}.yaml").read_text() != build.render_family(f)]
+             if (FIXTURES / f"{f}.yaml").read_text() != build.render_family(f)
+             or ((rules := build.extra_rules(f)) is not None
+                 and (FIXTURES / build.rule_file(f)).read_text() != rules)]
     assert not stale, f"stale fixtures {stale}; run: .venv/bin/python -m tests.promtool.build"
 
 
@@ -26,7 +28,8 @@ def test_every_family_has_fixtures():
 
 
 def test_rendered_rules_pass_promtool_check_and_lint():
-    result = promtool.check_rules(sorted((ROOT / "rules").glob("*.yaml")), lint=True)
+    result = promtool.check_rules(sorted((ROOT / "rules").glob("*.yaml"))
+                                  + sorted((FIXTURES / "rules").glob("*.yaml")), lint=True)
     assert result.ok, result.output
     assert "SUCCESS" in result.output
 

@@ -40,6 +40,11 @@ class Env:
     def dash(self, key: str):
         return self.cfg["dashboards"][key]
 
+    @property
+    def records(self) -> bool:
+        """The panels family is rendered (dashboards.records): the slowest panels read it."""
+        return bool(self.cfg["dashboards"]["records"])
+
 
 def views(families: list[Family], cfg: Config) -> list[View]:
     env = Env(Q(Ctx(cfg)), cfg, tuple(a.name for f in families for a in f.alerts))
@@ -149,6 +154,7 @@ class PanelQuery:
     ref: str
     expr: str  # as Grafana sends it, before variables are expanded
     instant: bool
+    interval: str = ""  # the panel's min interval (smallest step), "" for the data source's
 
     def promql(self, job_id: str, *, rank: str = ".*", stage: str = ".*",
                rate_interval: str = "1m", range_: str = "1h", interval: str = "30s",
@@ -163,7 +169,7 @@ class PanelQuery:
 
 def _classic_queries(doc: dict) -> list[PanelQuery]:
     return [PanelQuery(doc["title"], doc["uid"], p["title"], t["refId"], t["expr"],
-                       bool(t.get("instant")))
+                       bool(t.get("instant")), p.get("interval", ""))
             for p in doc.get("panels", []) for t in p.get("targets", [])]
 
 
@@ -176,10 +182,11 @@ def _v2_queries(doc: dict) -> list[PanelQuery]:
                 tab_of[item["spec"]["element"]["name"]] = tab["spec"]["title"]
     out = []
     for key, el in spec["elements"].items():
+        interval = el["spec"]["data"]["spec"]["queryOptions"].get("interval", "")
         for q in el["spec"]["data"]["spec"]["queries"]:
             s = q["spec"]["query"]["spec"]
             out.append(PanelQuery(tab_of[key], doc["metadata"]["name"], el["spec"]["title"],
-                                  q["spec"]["refId"], s["expr"], bool(s.get("instant"))))
+                                  q["spec"]["refId"], s["expr"], bool(s.get("instant")), interval))
     return out
 
 

@@ -172,6 +172,8 @@ def panel_builder(p: Panel, pid: int, grid: dm.GridPos, trace_link: dict | None)
         b.decimals(p.decimals)
     if p.no_value:
         b.no_value(p.no_value)
+    if p.interval:
+        b.interval(p.interval)
     for i, q in enumerate(p.queries):
         b.with_target(target(q, chr(ord("A") + i)))
     if trace_link:

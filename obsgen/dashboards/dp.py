@@ -14,7 +14,7 @@ from grafana_foundation_sdk.models import units as u
 
 from ..contract import L, M, R
 from . import aligned
-from .model import RANK, TABLE, TIMESERIES, Panel, Query, Row, View
+from .model import RANK, SLOW, TABLE, TIMESERIES, Panel, Query, Row, View
 
 KEY = "dp"
 ALLREDUCE, DP = "AllReduce", "dp"
@@ -24,8 +24,9 @@ def build(env) -> View:
     q = env.q
     top_n = env.dash("top_n")
     job, rank = (L.job_id,), (L.job_id, L.rank)
-    inside = q.mean(M.nccl_collective_duration_seconds, rank, rank=True,
-                    match={L.op: ALLREDUCE, L.group: DP})
+    inside = (q.r(R.dp_allreduce_rank, rank=True) if env.records else  # the panels family's
+              q.mean(M.nccl_collective_duration_seconds, rank, rank=True,
+                     match={L.op: ALLREDUCE, L.group: DP}))
     spread = q.spread(inside)
     least = dict(spread)["min"]
     bytes_rate = f"sum {q.by(L.job_id, L.group)} ({q.rate(M.nccl_collective_bytes_total, rank=True)})"
@@ -60,12 +61,12 @@ def build(env) -> View:
         Panel(TIMESERIES, "Bytes per second per parallel group", "Collective bytes sent per "
               "second by the job's ranks, by group (dp, tp, pp, ep, cp, fsdp). Healthy: flat, "
               "and changing only with the parallel layout.", u.BytesPerSecondSI,
-              (Query(bytes_rate, "{{%s}}" % q.c.l(L.group)),), min=0),
+              (Query(bytes_rate, "{{%s}}" % q.c.l(L.group)),), min=0, interval=SLOW),
         Panel(TIMESERIES, "Bytes per step per parallel group", "Collective bytes per training "
               "step, by group: compare with the model (ring all-reduce of P bytes of "
               "gradients moves 2P(n-1)/n per rank). Healthy: flat.", u.BytesIEC,
               (Query(f"{bytes_rate}\n/ {q.join(job)}\n({steps} > 0)",
-                     "{{%s}}" % q.c.l(L.group)),), min=0),
+                     "{{%s}}" % q.c.l(L.group)),), min=0, interval=SLOW),
         Panel(TIMESERIES, "InfiniBand transmit of the job's hosts", "Busiest, median and "
               "least busy host of the job while its ranks all-reduce (node_exporter, all "
               "ports; what Train_IB_Asymmetry compares). Healthy: near line rate and close "

@@ -26,6 +26,8 @@ def build(env) -> View:
     all_comm = (f"sum {q.by(*job)} ({q.rate(M.nccl_collective_duration_seconds, '_sum', rank=True)})"
                 f"\n/ {q.on(*job)}\n({steps} > 0)")
     exposed = q.mean(M.train_exposed_comm_seconds, job, rank=True)
+    if env.records:  # the panels family's job totals (every rank's raw series: seconds at 16k)
+        exposed, all_comm = q.r(R.exposed_comm_job), q.r(R.comm_per_step_job)
     gathers = q.mean(M.nccl_collective_duration_seconds, (L.job_id, L.rank), rank=True,
                      match={L.group: FSDP})
 

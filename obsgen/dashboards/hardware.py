@@ -12,7 +12,7 @@ from grafana_foundation_sdk.models import units as u
 
 from ..contract import L, M, R
 from ..promql import number, quote
-from .model import RANK, TIMESERIES, Panel, Query, Row, Step, View
+from .model import RANK, SLOW, TIMESERIES, Panel, Query, Row, Step, View
 from .query import RATE
 
 KEY = "hardware"
@@ -52,6 +52,8 @@ def build(env) -> View:
                                  nodename))
 
     by_node = "{{%s}}" % node
+    line_rate = (q.r(R.ib_line_rate_job) if env.records else  # the panels family's
+                 f"max {q.by(L.job_id)} (\n{nodes(q.m(M.node_infiniband_rate_bytes_per_second))}\n)")
     limit = cfg["thresholds"]["tp_sm_active_stddev"]
     ratio = cfg["thresholds"]["ib_asymmetry_ratio"]
     fabric = Row("Fabric", (
@@ -59,20 +61,20 @@ def build(env) -> View:
               "each host of the job sends while its ranks all-reduce, and the hosts' line rate "
               f"(dashed). Healthy: close together and near line rate; a host below {number(ratio)}x "
               "the median fires Train_IB_Asymmetry.", u.BytesPerSecondSI,
-              (Query(q.r(R.ib_tx_job_node), by_node),
-               Query(f"max {q.by(L.job_id)} (\n{nodes(q.m(M.node_infiniband_rate_bytes_per_second))}\n)",
-                     "line rate")), width=24, min=0),
+              (Query(q.r(R.ib_tx_job_node), by_node), Query(line_rate, "line rate")),
+              width=24, min=0, interval="" if env.records else SLOW),
         Panel(TIMESERIES, "NCCL link recoveries per rank", "Link failures NCCL recovered from "
               "per interval, by rank. Healthy: none; a trend up means the fabric degrades.",
               u.Short, (Query(f"sum {q.by(L.job_id, L.rank)} (increase({q.m(M.nccl_link_recovery_total, rank=True)}"
-                              f"[{RATE}])) > 0", "rank {{%s}}" % q.rank),), min=0),
+                              f"[{RATE}])) > 0", "rank {{%s}}" % q.rank),), min=0,
+              interval=SLOW),
         Panel(TIMESERIES, "NVLink errors per host", "NVLink CRC and recovery errors per "
               "interval on the GPUs of each host of the job (dcgm-exporter). Healthy: zero.",
               u.Short,
               (Query(gpus(f"increase({q.m(M.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL)}[{RATE}])",
                           "sum"), "CRC " + by_node),
                Query(gpus(f"increase({q.m(M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL)}[{RATE}])",
-                          "sum"), "recovery " + by_node)), min=0),
+                          "sum"), "recovery " + by_node)), min=0, interval=SLOW),
     ))
     def held(bit: int) -> str:
         # bit set: value mod 2*bit at least bit. The GPUs below bit (most, at full clocks)
@@ -95,7 +97,7 @@ def build(env) -> View:
               (Query(gpus(f"increase({q.m(M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)}[{RATE}])", "sum"),
                      "uncorrectable " + by_node),
                Query(gpus(f"increase({q.m(M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL)}[{RATE}])", "sum"),
-                     "corrected " + by_node)), min=0),
+                     "corrected " + by_node)), min=0, interval=SLOW),
         Panel(TIMESERIES, "Last XID code per host", "The highest last-XID code of the GPUs of "
               "each host (dcgm-exporter's gauge holds the last code, not a count). Healthy: 0; "
               "48, 64, 94, 95 are memory errors, 79 a GPU off the bus.", u.NoUnit,
@@ -105,7 +107,8 @@ def build(env) -> View:
               u.Celsius, (Query(gpus(q.m(M.DCGM_FI_DEV_GPU_TEMP)), by_node),)),
         Panel(TIMESERIES, "GPUs held below full clocks, by reason", "GPUs of the job's hosts "
               "whose clocks are held down, by NVML clock event reason. Healthy: none; thermal "
-              "or power brake on one GPU makes a straggler.", u.Short, reasons, min=0, decimals=0),
+              "or power brake on one GPU makes a straggler.", u.Short, reasons, min=0, decimals=0,
+              interval=SLOW),
         Panel(TIMESERIES, "Power per host", "Power draw of all GPUs of each host of the job. "
               "Healthy: steady and alike across hosts.", u.Watt,
               (Query(gpus(q.m(M.DCGM_FI_DEV_POWER_USAGE), "sum"), by_node),), min=0),

@@ -13,6 +13,10 @@ KINDS = (TIMESERIES, STAT, TABLE, HEATMAP, BARGAUGE)
 # extra selector's labels and job_id).
 RANK, STAGE = "rank", "stage"
 
+# Min interval of the panels that read every rank's, GPU's or host's raw series of the
+# cluster (Panel.interval): half the steps of the 30 s scrape, half the time to draw.
+SLOW = "1m"
+
 
 @dataclass(frozen=True)
 class Query:
@@ -59,6 +63,10 @@ class Panel:
     columns: tuple[tuple[str, str], ...] = ()  # table: (label or Value, header), in order
     sort_by: str = ""  # table: header of the column to sort by
     sort_desc: bool = True
+    # Grafana's min interval (query options): the smallest step the panel is queried at.
+    # A range query pays per step for every series it reads, so a panel over every host's
+    # or rank's raw series at thousands of ranks is queried at 1m instead of the scrape's 30 s.
+    interval: str = ""
 
 
 @dataclass(frozen=True)

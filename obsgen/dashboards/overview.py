@@ -40,6 +40,21 @@ def build(env) -> View:
                 f"  * {q.join((L.UUID,), (L.job_id, L.rank, L.node))}\n"
                 f"  {q.m(M.train_rank_gpu_info)}\n)")
 
+    # with dashboards.records, the GPU totals of the job are the panels family's, per rate
+    # window (joining every GPU of the cluster to its rank at every step took seconds)
+    if env.records:
+        per = f"{cfg['windows']['rate']} (recorded)"
+        dbe, sbe, xid, nvlink_recoveries = (q.r(r) for r in (
+            R.gpu_dbe_job, R.gpu_sbe_job, R.gpu_xid_job, R.nvlink_recovery_job))
+    else:
+        per = "interval"
+        dbe, sbe = (gpu_increase(m) for m in (M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,
+                                              M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL))
+        xid = (f"count {q.by(*job)} (\n  (changes({q.m(M.DCGM_FI_DEV_XID_ERRORS)}[{RATE}]) > 0)\n"
+               f"  * {q.join((L.UUID,), (L.job_id, L.rank, L.node))}\n"
+               f"  {q.m(M.train_rank_gpu_info)}\n)")
+        nvlink_recoveries = gpu_increase(M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL)
+
     def stat(title, desc, unit, queries, steps=(), width=4, **kw):
         return Panel(STAT, title, desc, unit, queries, width=width, height=4, steps=steps, **kw)
 
@@ -144,20 +159,16 @@ def build(env) -> View:
 
     health = Row("Hardware and alerts", (
         Panel(TIMESERIES, "GPU errors on the job's GPUs", "ECC errors and XID events per "
-              "interval on the GPUs that run the job's ranks (dcgm-exporter). Healthy: zero.",
+              f"{per} on the GPUs that run the job's ranks (dcgm-exporter). Healthy: zero.",
               u.Short,
-              (Query(gpu_increase(M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL), "uncorrectable ECC"),
-               Query(gpu_increase(M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL), "corrected ECC"),
-               Query(f"count {q.by(*job)} (\n  (changes({q.m(M.DCGM_FI_DEV_XID_ERRORS)}[{RATE}]) > 0)\n"
-                     f"  * {q.join((L.UUID,), (L.job_id, L.rank, L.node))}\n"
-                     f"  {q.m(M.train_rank_gpu_info)}\n)", "GPUs with a new XID")), min=0),
+              (Query(dbe, "uncorrectable ECC"), Query(sbe, "corrected ECC"),
+               Query(xid, "GPUs with a new XID")), min=0),
         Panel(TIMESERIES, "Fabric recoveries", "NCCL link recoveries and NVLink recovery "
-              "errors per interval in the job. Healthy: zero; a trend up means the fabric "
+              f"errors per {per} in the job. Healthy: zero; a trend up means the fabric "
               "degrades.", u.Short,
               (Query(f"sum {q.by(*job)} (increase({q.m(M.nccl_link_recovery_total)}[{RATE}]))",
                      "NCCL link recoveries"),
-               Query(gpu_increase(M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL),
-                     "NVLink recovery errors")), min=0),
+               Query(nvlink_recoveries, "NVLink recovery errors")), min=0),
         Panel(TABLE, "Firing obsgen alerts", "obsgen's alerts firing for this job now, from "
               "Prometheus' ALERTS series. Healthy: empty.", u.Short,
               (Query(firing, instant=True, table=True),), width=24, height=6,

@@ -21,13 +21,18 @@ def build(env) -> View:
     q = env.q
     top_n, limit = env.dash("top_n"), env.cfg["thresholds"]["tp_sm_active_stddev"]
     job = (L.job_id,)
-    sm = q.gpus(q.m(M.DCGM_FI_PROF_SM_ACTIVE))
-    nvlink = q.gpus(f"({q.m(M.DCGM_FI_PROF_NVLINK_TX_BYTES)} + {q.m(M.DCGM_FI_PROF_NVLINK_RX_BYTES)})")
+    # with dashboards.records, the spreads read the panels family's series per rank (the
+    # raw ones, every GPU joined to its rank at every step, take tens of seconds at 16k)
+    sm = (q.r(R.sm_active_rank, rank=True) if env.records
+          else q.gpus(q.m(M.DCGM_FI_PROF_SM_ACTIVE)))
+    nvlink = (q.r(R.nvlink_rank, rank=True) if env.records else
+              q.gpus(f"({q.m(M.DCGM_FI_PROF_NVLINK_TX_BYTES)} + {q.m(M.DCGM_FI_PROF_NVLINK_RX_BYTES)})"))
     steps = f"sum {q.by(*job)} ({q.rate(M.train_step_seconds, '_count', rank=True)})"
     tp_time = (f"sum {q.by(L.job_id, L.op)} "
                f"({q.rate(M.nccl_collective_duration_seconds, '_sum', rank=True, match={L.group: TP})})")
-    inside = q.mean(M.nccl_collective_duration_seconds, (L.job_id, L.rank), rank=True,
-                    match={L.group: TP})
+    inside = (q.r(R.tp_time_rank, rank=True) if env.records else
+              q.mean(M.nccl_collective_duration_seconds, (L.job_id, L.rank), rank=True,
+                     match={L.group: TP}))
 
     balance = Row("Balance across the TP group", (
         Panel(TIMESERIES, f"SM-active spread within a host (top {top_n})", "Standard deviation "

@@ -46,7 +46,10 @@ def _panel(p, pid: int, trace_link: dict | None) -> d2.Panel:
     """A v2 panel from the classic builder's panel: same options, field config, queries,
     transformations and links."""
     c = classic.to_dict(classic.panel_builder(p, pid, classic.dm.GridPos(), trace_link).build())
-    data = d2.QueryGroup().query_options(d2.QueryOptionsSpec())
+    options = d2.QueryOptionsSpec()
+    if c.get("interval"):
+        options.interval(c["interval"])
+    data = d2.QueryGroup().query_options(options)
     for t in c.get("targets", []):
         data.target(d2.Target().query(_query(t)).ref_id(t["refId"]).hidden(False))
     for tr in c.get("transformations", []):

@@ -45,10 +45,33 @@ def reads(exprs: list[str], cfg: Config) -> set[str]:
     return out
 
 
+def config_for(family: str) -> Config:
+    """The defaults, with dashboards.records on for the family it renders (panels)."""
+    cfg = default_config()
+    if family == registry.PANEL_RECORDS:
+        cfg.data["dashboards"]["records"] = True
+    return cfg
+
+
+@functools.lru_cache(maxsize=None)
+def _rendered(family: str) -> dict[str, str]:
+    return pipeline.render_all(config_for(family))
+
+
+def extra_rules(family: str) -> str | None:
+    """The rule file of a family the default render leaves out (panels), as the fixture
+    reads it from tests/promtool/rules/; None for the others (read from rules/)."""
+    return _rendered(family)[f"rules/{family}.yaml"] if family == registry.PANEL_RECORDS else None
+
+
+def rule_file(name: str) -> str:
+    return f"rules/{name}.yaml" if extra_rules(name) is not None else f"../../rules/{name}.yaml"
+
+
 @functools.lru_cache(maxsize=None)
 def render_family(family: str) -> str:
-    cfg = default_config()
-    files = pipeline.render_all(cfg)
+    cfg = config_for(family)
+    files = _rendered(family)
     names = [family]  # the family, then what it reads from, transitively
     for name in names:
         names.extend(r for r in getattr(registry.by_name()[name], "REQUIRES", ()) if r not in names)
@@ -60,7 +83,7 @@ def render_family(family: str) -> str:
     # shows; without an order promtool picks one per run.
     order = [g["name"] for d in docs for g in d["groups"]]
     return support.build_file(
-        family, [f"../../rules/{n}.yaml" for n in names], docs, reads(exprs, cfg), cases,
+        family, [rule_file(n) for n in names], docs, reads(exprs, cfg), cases,
         source=f"tests/promtool/cases/{family}.py (python -m tests.promtool.build)",
         group_eval_order=order)
 
@@ -76,15 +99,18 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     stale = []
     for fam in args.families or families():
-        text = render_family(fam)
-        path = HERE / f"{fam}.yaml"
-        if path.exists() and path.read_text() == text:
-            continue
-        if args.check:
-            stale.append(path.name)
-        else:
-            path.write_text(text)
-            print(f"wrote {path.relative_to(HERE.parent.parent)} ({len(text) // 1024} KiB)")
+        outputs = [(HERE / f"{fam}.yaml", render_family(fam))]
+        if (rules := extra_rules(fam)) is not None:
+            outputs.append((HERE / rule_file(fam), rules))
+        for path, text in outputs:
+            if path.exists() and path.read_text() == text:
+                continue
+            if args.check:
+                stale.append(str(path.relative_to(HERE)))
+            else:
+                path.parent.mkdir(exist_ok=True)
+                path.write_text(text)
+                print(f"wrote {path.relative_to(HERE.parent.parent)} ({len(text) // 1024} KiB)")
     if stale:
         print("stale promtool fixtures: " + ", ".join(stale) +
               "; run `python -m tests.promtool.build`", file=sys.stderr)
