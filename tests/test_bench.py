@@ -185,10 +185,11 @@ def test_recorded_series_are_backfilled_after_the_series_they_read():
 
 def test_every_series_a_measured_query_reads_is_generated():
     cfg = scale.default_config()
-    exprs = [r.expr for r in scale.obsgen_rules(cfg) + scale.naive_rules()]
-    exprs += [scale.panel_expr(q, "bench") for q in scale.panels(cfg)]
+    rec_rules, rec_panels = scale.records_suites(scale.panels(cfg))
+    exprs = [r.expr for r in scale.obsgen_rules(cfg) + scale.naive_rules() + rec_rules]
+    exprs += [scale.panel_expr(q, "bench") for q in scale.panels(cfg) + rec_panels]
     read = scale.read_families(exprs)
-    recorded = {r.name for r in scale.obsgen_rules(cfg) if r.kind == "record"}
+    recorded = {r.name for r in scale.obsgen_rules(cfg) + rec_rules if r.kind == "record"}
     written = set(_tiny().series()) | {"train_grad_norm", "train_loss", "ALERTS",
                                        *stream.NAIVE_JOB_SERIES}
     from obsgen.contract import METRICS
@@ -239,3 +240,31 @@ def test_a_facts_group_costs_the_ruler_its_time_scaled_by_its_interval():
     assert measures.once_ms(size, "obsgen") == 1200.0
     assert measures.total_ms(size, "naive") == 50.0
     assert measures.family("obsgen-gpus-facts") == measures.family("obsgen-gpus") == "gpus"
+
+
+def test_a_panel_is_queried_at_its_min_interval_with_grafanas_rate_interval():
+    from benchmarks import scale
+    from obsgen.dashboards import PanelQuery
+
+    def q(interval):
+        return PanelQuery("d", "u", "p", "A", "rate(x[$__rate_interval])", False, interval)
+    assert (scale.panel_step(q("")), scale.panel_expr(q(""), "j")) == (30, "rate(x[120s])")
+    assert (scale.panel_step(q("1m")), scale.panel_expr(q("1m"), "j")) == (60, "rate(x[120s])")
+    assert (scale.panel_step(q("5m")), scale.panel_expr(q("5m"), "j")) == (300, "rate(x[330s])")
+
+
+def test_dashboards_records_is_measured_apart_with_every_query_of_the_panels_it_changes():
+    from benchmarks import measures, scale
+
+    default = scale.panels(scale.default_config())
+    rules, qs = scale.records_suites(default)
+    assert {r.group for r in rules} == {"obsgen-panels"}
+    assert "obsgen-panels" not in {r.group for r in scale.obsgen_rules(scale.default_config())}
+    changed = {(q.dashboard, q.panel) for q in qs}
+    assert ("Training · TP", "Time inside TP collectives across ranks") in changed
+    by_panel = lambda panels: sorted(q.ref for q in panels
+                                     if q.panel == "Fabric recoveries")
+    assert by_panel(qs) == by_panel(default) == ["A", "B"]  # B changed, A measured too
+    size = {"panels": {"obsgen": {"a": {"ms": 9.0}, "b": {"ms": 1.0}},
+                       "records": {"a": {"ms": 2.0}}}}
+    assert measures.with_records(size) == {"a": {"ms": 2.0}, "b": {"ms": 1.0}}

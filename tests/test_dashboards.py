@@ -410,7 +410,7 @@ def test_the_panels_family_is_rendered_only_with_dashboards_records():
     cfg = records()
     cfg.data["families"] = ["stragglers"]
     names = [f.NAME for f in registry.selected(cfg)]
-    assert names == ["stragglers", "gpus", "panels"]  # gpus: the job's hosts
+    assert names == ["stragglers", "ranks", "gpus", "panels"]  # what panels reads
     cfg.data["families"] = ["panels"]  # asked for without dashboards.records: not rendered
     cfg.data["dashboards"]["records"] = False
     assert "panels" not in [f.NAME for f in registry.selected(cfg)]

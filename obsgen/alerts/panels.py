@@ -28,7 +28,8 @@ from ..model import Family, Record, expr
 from ..promql import Ctx, number, quote
 
 NAME = "panels"
-REQUIRES = ("gpus",)  # the job's hosts, job_node:train_ranks:count
+# gpus: the job's hosts and the GPUs' sparse ECC and XID records; ranks: the jobs
+REQUIRES = ("gpus", "ranks")
 TP, DP, ALLREDUCE = "tp", "dp", "AllReduce"
 
 
@@ -61,6 +62,7 @@ def build(c: Ctx) -> Family:
     def increase(metric) -> str:
         return f"increase({c.m(metric)}[{rate}])"
 
+    zero = f"{c.r(R.world_size)} * 0"  # 0 for a job whose GPUs had no event, not no data
     uname = f"max {c.by(L.instance, L.nodename)} ({c.m(M.node_uname_info)})"
     line = (f"sum {c.by(L.node)} (label_replace(sum {c.by(L.nodename)} ("
             f"{c.m(M.node_infiniband_rate_bytes_per_second)} * {c.join((L.instance,), (L.nodename,))} "
@@ -76,10 +78,11 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.sm_active_rank), expr(per_gpu(c.m(M.DCGM_FI_PROF_SM_ACTIVE)))),
         Record(c.rname(R.nvlink_rank), expr(per_gpu(
             f"({c.m(M.DCGM_FI_PROF_NVLINK_TX_BYTES)} + {c.m(M.DCGM_FI_PROF_NVLINK_RX_BYTES)})"))),
-        Record(c.rname(R.gpu_dbe_job), expr(job_total(increase(M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)))),
+        # from the GPU family's sparse records (only GPUs with an event): every GPU's raw
+        # counter read again cost about 4x as much
+        Record(c.rname(R.gpu_dbe_job), expr(f"{job_total(c.r(R.gpu_dbe_recent))}\nor\n{zero}")),
         Record(c.rname(R.gpu_sbe_job), expr(job_total(increase(M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL)))),
-        Record(c.rname(R.gpu_xid_job), expr(job_total(
-            f"(changes({c.m(M.DCGM_FI_DEV_XID_ERRORS)}[{rate}]) > 0)", "count"))),
+        Record(c.rname(R.gpu_xid_job), expr(f"{job_total(c.r(R.gpu_xid_changed), 'count')}\nor\n{zero}")),
         Record(c.rname(R.nvlink_recovery_job), expr(job_total(
             increase(M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL)))),
         Record(c.rname(R.exposed_comm_job), expr(exposed)),

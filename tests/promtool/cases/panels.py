@@ -109,15 +109,15 @@ CASES = {
     "SM-active and NVLink are those of the GPU each rank runs on, a slow GPU's on its rank "
     "only; the idle GPUs of the hosts belong to no rank": Case(
         [slow], 20, [*_gpus(slow, 12), *_gpus(slow, 20)]),
-    "ECC errors and XIDs of the job's GPUs count once per 5m window; the same errors on an "
-    "idle GPU of the job's hosts do not": Case(
+    "ECC errors and XIDs of the job's GPUs count once per 5m window, and are 0 without "
+    "any; the same errors on an idle GPU of the job's hosts do not count": Case(
         [errors], 30,
         [check(22, "job:dcgm_ecc_dbe:increase5m", {ONE: 2}),
          check(22, "job:dcgm_xid_changed_gpus:count5m", {ONE: 1}),
          check(22, "job:dcgm_ecc_sbe:increase5m", {ONE: 0}),
          check(22, "job:dcgm_nvlink_recovery:increase5m", {ONE: 0}),
          check(30, "job:dcgm_ecc_dbe:increase5m", {ONE: 0}),
-         check(30, "job:dcgm_xid_changed_gpus:count5m", {})]),
+         check(30, "job:dcgm_xid_changed_gpus:count5m", {ONE: 0})]),
     "the line rate is that of the job's fastest host, all its ports (4 x 50 GB/s)": Case(
         [healthy], 10, [check(10, "job:node_infiniband_rate_bytes_per_second:max", {ONE: 2e11})]),
 }
