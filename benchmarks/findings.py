@@ -2,8 +2,9 @@
 the same data, what was tried and not kept, and the run without the unread buckets."""
 from __future__ import annotations
 
-from .measures import (GROUP_TARGET_MS, PANEL_TARGET_MS, family, fmt_mib, fmt_ms, panels_of,
-                       per_evaluation, per_series_us, slowest_panel, suite, total_ms)
+from .measures import (GROUP_TARGET_MS, PANEL_TARGET_MS, RECORDS, family, fmt_mib, fmt_ms,
+                       panels_of, per_evaluation, per_series_us, slowest_panel, suite, total_ms,
+                       with_records)
 
 def findings(ss: list[dict]) -> list[str]:
     """What the numbers say, and what was tried for the targets they miss."""
@@ -36,61 +37,38 @@ def findings(ss: list[dict]) -> list[str]:
            "cheaper; it cuts the memory and disk of the Prometheus that holds the job. For "
            "the panels the lever left is per-host aggregates exported at the source for "
            "dashboard-only signals (the issue's \"pre-aggregation per node\").",
-           "- Families evaluated less often: the pipeline bubble (30 minutes of `for`), the "
-           "fabric (10 minutes of `for` on IB, an hour of link recoveries) and the late "
-           "arrivals (15 minutes), checkpoints (a 30-minute age, an hour's overhead) and "
-           "restarts (an hour) wait on windows of 10 minutes or more, and were about half of "
-           "what the groups cost per 30 s. `family_intervals` (new config key) evaluates them "
-           "at about a fifteenth of the shortest window or `for` they read: the first three "
-           "every 1m, checkpoints and recovery every 2m. An alert of theirs fires at most one "
-           "interval later, and the ruler does a half or a quarter of their work. The "
-           "stragglers, ranks, GPUs, gradients and progress stay at 30 s. Before / after in "
-           "ruler time per 30 s, the interval alone (the same rules, but checkpoints also records "
-           "checkpoints per second for the dashboards, below): checkpoints "
-           + "; ".join(_before_after_ratio(s, ("obsgen-checkpoints",)) for s in ss)
-           + "; recovery " + "; ".join(_before_after_ratio(s, ("obsgen-recovery",)) for s in ss)
-           + "; nccl " + "; ".join(_before_after_ratio(s, ("obsgen-nccl",)) for s in ss) + ".",
-           "- A join for a label the series could carry: the all-reduce hosts (`obsgen-fabric`) "
-           "joined every rank's all-reduce rate with the node of its newest `train_world_size` "
-           "(a topk over every rank's series), because the NCCL sidecar's collective series had "
-           "no host label. The sidecar now names the rank's host on them, as obsgen.instrument "
-           "does and as it did on its alignment counters, and the rule aggregates by it: "
-           + _rules_before_after(big, "obsgen-fabric", ("job_node:nccl_allreduce:active5m",))
-           + " per evaluation; fabric family before / after in ruler time per 30 s (with the "
-           "1m interval): " + "; ".join(_before_after_ratio(s, ("obsgen-fabric",)) for s in ss) + ".",
-           "- Records nothing reads but the next rule: the bubble was a busy ratio recorded "
-           "for every rank, then averaged per stage; it is now the ratio of the stage's sums "
-           "(the ranks of a synchronous job share the step's wall time, so the value is the "
-           "same), one record per stage: "
-           + _rules_before_after(big, "obsgen-pipeline", ("job_rank:pipeline_stage_busy:ratio5m",
-                                                          "job_stage:pipeline_bubble:ratio5m"))
-           + ". The ranks progressing were counted from a record of every rank's steps; they "
-           "are counted from the raw counts in one rule: "
-           + _rules_before_after(big, "obsgen-ranks", ("job_rank:train_steps:increase2m",
-                                                       "job:train_ranks_progressing:count"))
-           + ". Family before / after in ruler time per 30 s: pipeline "
-           + "; ".join(_before_after_ratio(s, ("obsgen-pipeline",)) for s in ss)
-           + "; ranks " + "; ".join(_before_after_ratio(s, ("obsgen-ranks",)) for s in ss) + ". "
-           "(What these benchmark times count is the query; the ruler also writes every "
-           "recorded series, 16,384 of them per per-rank record, which they do not count.)",
-           "- Panels that recompute what a rule records: the checkpoint interval read an hour "
-           "of every rank's checkpoint counters at each of 121 steps, the checkpoint duration "
-           "and throughput every rank's counters, the IB spread of the job's hosts every HCA "
-           "port of the cluster joined to the job, the TP spread per host every GPU joined to "
-           "its rank. They now read the job records the alerts compute (one series per job, "
-           "or per host of the job): the checkpoints family's rates (and a new "
-           "`job:train_checkpoint:rate5m`, checkpoints per second, for checkpoints per hour "
-           "and seconds per checkpoint), the fabric family's IB rate of the job's hosts in "
-           "all-reduce windows (what Train_IB_Asymmetry compares), the GPU family's SM-active "
-           "spread (what Train_TP_Imbalance reads). Before / after at " + f"{N:,}" + " ranks: "
-           + "; ".join(_panel_before_after(big, p) for p in (
-               "Training · Recovery / Checkpoint interval: actual vs optimal",
-               "Training · Recovery / Duration per checkpoint",
-               "Training · Recovery / Checkpoint write throughput",
-               "Training · DP / InfiniBand transmit of the job's hosts",
-               "Training · TP / SM-active spread within a host (top 10)")) + ".",
+           "- `dashboards.records` (new config key, off by default): the spreads across ranks "
+           "and GPUs and the job's GPU and fabric totals that the slowest panels computed from "
+           "raw series at each of 121 steps are recorded by a new family, `panels` "
+           "(`obsgen-panels`, every 5m, `family_intervals.panels`), and the panels read the "
+           "records: per rank for the spreads, so the rank variable still selects; per job for "
+           "the totals. " + _records(big) + " The records cost the ruler on every evaluation "
+           "whether anyone looks or not, and an evaluation reads every series once, which "
+           "costs about what ten steps of a range query do; recorded every 30 s they would "
+           "cost about ten refreshes of the panel per hour. Every 5m they are worth it for a "
+           "board kept open on a large job, not for one opened a few times an hour: hence off "
+           "by default.",
+           "- Panels over every host's or rank's raw series in the cluster (ECC and NVLink "
+           "errors per host, clock reasons, NCCL link recoveries per rank, bytes per parallel "
+           "group, the IB line rate) are queried at a 1m min interval (Grafana's query "
+           "option): 61 points an hour instead of 121, at about half the cost. Before / after "
+           "at " + f"{N:,}" + " ranks, default config: "
+           + "; ".join(_panel_before_after(big, p) for p in sorted(panels_of(big, "before"))) + ".",
            "- Earlier changes, measured in earlier runs (`git log benchmarks/RESULTS.md`), at "
-           "16,384 ranks unless said: job facts (world size, planned steps, pipeline shape, "
+           "16,384 ranks unless said: families whose alerts wait on windows of 10 minutes or "
+           "more evaluated at about a fifteenth of the shortest window or `for` "
+           "(`family_intervals`: pipeline, fabric, nccl every 1m, checkpoints and recovery "
+           "every 2m; checkpoints 3.09x, recovery 4.25x, nccl 2.08x in ruler time per 30 s); "
+           "the NCCL sidecar's collective series labelled with the rank's host, so the "
+           "all-reduce hosts aggregate by it instead of joining every rank's newest "
+           "`train_world_size` (399 -> 205 ms per evaluation; fabric family 2.82x); the bubble "
+           "as the ratio of the stage's sums instead of a per-rank busy record (437 -> 295 ms; "
+           "pipeline 2.65x) and the ranks progressing counted from the raw counts in one rule "
+           "(133 -> 86 ms; ranks 1.13x); five panels reading records the alerts compute "
+           "instead of every rank's, GPU's or port's raw series (checkpoint interval "
+           "11,380 -> 14 ms, duration per checkpoint 5,409 -> 3 ms, write throughput "
+           "2,562 -> 5 ms, InfiniBand transmit of the job's hosts 11,926 -> 124 ms, SM-active "
+           "spread within a host 5,387 -> 34 ms); job facts (world size, planned steps, pipeline shape, "
            "deadline, hosts and GPUs) in a facts group of their family every `facts_interval` "
            "(2m) instead of re-read from every rank every 30 s (gpus 1.35x, ranks 1.20x, "
            "pipeline 1.26x, progress 3.79x in ruler time per 30 s); the straggler flag "
@@ -112,7 +90,8 @@ def findings(ss: list[dict]) -> list[str]:
            "groups together (2,288 ms), every 30 s whether anyone looks or not. Moving "
            "per-rank work from the panels into the ruler does not remove it; at 16,384 ranks "
            "it would not fit a 30 s interval on this machine. Worth it only for a few panels "
-           "that are open all the time, in a group with a longer interval.",
+           "that are open all the time, in a group with a longer interval: which is what "
+           "`dashboards.records` is, opt-in.",
            ""]
     return out
 
@@ -194,56 +173,46 @@ def before_groups(size: dict, group: str) -> dict:
             if family(g.removeprefix("before:")) == family(group)}
 
 
-def _before_after_ratio(size: dict, groups=("obsgen-stragglers",)) -> str:
-    """Before over after, in ruler time per 30 s (a group every 2m counts a quarter)."""
-    b = [before_groups(size, g) for g in groups]
-    a = [after_groups(size, g) for g in groups]
-    if not all(b) or not all(a):
-        return f"not measured at {size['ranks']:,} ranks"
-    ratio = (sum(per_evaluation(v) for x in b for v in x.values())
-             / sum(per_evaluation(v) for x in a for v in x.values()))
-    return f"{ratio:.2f} at {size['ranks']:,} ranks"
-
-
-def _rules_before_after(size: dict, group: str, names: tuple[str, ...]) -> str:
-    """The median ms per evaluation of ``names`` in the baseline's ``group`` (a record the
-    current rules write differently is measured as ``<name>_before``) against the current
-    group's ``names`` that still exist."""
-    before = size["groups"].get("before:" + group, {}).get("rules", {})
-    after = size["groups"].get(group, {}).get("rules", {})
-    b = sum(before.get(n, before.get(n + "_before", 0.0)) for n in names)
-    a = sum(after.get(n, 0.0) for n in names)
-    if not b or not a:
-        return "not measured"
-    return f"{fmt_ms(b)} -> {fmt_ms(a)} ms at {size['ranks']:,} ranks ({b / a:.2f}x)"
+def _records(size: dict) -> str:
+    """The panels family at ``size``: its cost and what it does to the slowest panels."""
+    rec = suite(size, RECORDS)
+    if not rec:
+        return "(Not measured in this run.)"
+    group, v = next(iter(rec.items()))
+    default, recorded = panels_of(size), panels_of(size, RECORDS)
+    worst = max(recorded, key=lambda p: default[p]["ms"])
+    slowest = max(with_records(size).items(), key=lambda kv: kv[1]["ms"])
+    return (f"At {size['ranks']:,} ranks the slowest of them, {worst.split(' / ', 1)[-1]}, "
+            f"falls from {fmt_ms(default[worst]['ms'])} to {fmt_ms(recorded[worst]['ms'])} ms, "
+            f"and the slowest panel of all with the records is {slowest[0]} at "
+            f"{fmt_ms(slowest[1]['ms'])} ms; the group costs {fmt_ms(v['ms'])} ms per "
+            f"evaluation ({fmt_ms(per_evaluation(v))} ms per 30 s), so the ruler's total "
+            f"becomes {fmt_ms(total_ms(size, 'obsgen') + total_ms(size, RECORDS))} ms per 30 s "
+            "(the table \"dashboards.records\" above).")
 
 
 def _left(size: dict) -> str:
     """What the targets still miss, and the levers not taken."""
     N = size["ranks"]
     total = total_ms(size, "obsgen")
-    mean = size["groups"].get("obsgen-stragglers", {}).get("rules", {}).get(
-        "job_rank:train_compute_seconds:mean5m")
-    ruler = (f"the groups cost {fmt_ms(total)} ms per 30 s at {N:,} ranks "
-             f"({'under' if total < 3000 else 'over'} the 3 s target). ")
-    return (ruler + "What they spend is rules that read every rank's raw series once, each "
-            "needed (the slowest rules above). One lever is not taken: a config naming the "
-            "platform would let the SM-active spread read dcgm-exporter once instead of "
-            "twice (it computes the Kubernetes pod map and the bare-metal host map and keeps "
-            "the better per host; measured at 4,096 ranks, 107 ms for both, 57 for the pod "
-            "map alone). The panels are far from 2 s, and no rewrite of their queries closes "
-            "it: a range query pays, at each of its 121 steps, for every series' label set in "
-            "every aggregation and binary operator, not for samples. Measured once at 4,096 "
-            "ranks on a kept TSDB, the slowest of `TP / Time inside TP collectives across "
-            "ranks` (3 op series per rank): the rate alone 194 ms, summed per rank 693 ms, "
-            "the per-rank mean (sum over count) and its max 2,121 ms; the NVLink spread "
-            "aggregated per GPU before its join 1,549 ms against 1,645. The spread that reads "
-            "a per-rank record, `Overview / Compute time across ranks`, takes "
-            + fmt_ms(panels_of(size).get("Training · Overview / Compute time across ranks", {}).get("ms"))
-            + " ms: what would bring the five slowest under 2 s is a record per rank of each "
-            "spread, which costs the ruler about what the straggler family's per-rank mean "
-            f"costs it ({fmt_ms(mean)} ms per evaluation at {N:,} ranks) for each of them, "
-            f"against {fmt_ms(3000 - total)} ms left of the ruler's 3 s; see the next point.")
+    rec = suite(size, RECORDS)
+    cost = next(iter(rec.values()))["ms"] if rec else None
+    ruler = (f"the default groups cost {fmt_ms(total)} ms per 30 s at {N:,} ranks "
+             f"({'under' if total < 3000 else 'over'} the 3 s target), and with the default "
+             "config the spreads across ranks and GPUs still take seconds to draw over 1 h. ")
+    return (ruler + "No rewrite of their queries closes it: a range query pays, at each of "
+            "its 121 steps, for every series' label set in every aggregation and binary "
+            "operator, not for samples (measured at 4,096 ranks on a kept TSDB, for `TP / Time "
+            "inside TP collectives across ranks`: the rate alone 194 ms, summed per rank 693 "
+            "ms, the per-rank mean and its max 2,121 ms). `dashboards.records` closes it for "
+            "the boards that stay open, at the price above; its group "
+            + (f"takes {fmt_ms(cost)} ms per evaluation at {N:,} ranks"
+               + (", over the 1 s of a group: split per view if that matters more than one "
+                  "group per family" if cost >= GROUP_TARGET_MS else "") if cost else "was not measured")
+            + ". One lever is not taken: a config naming the platform would let the SM-active "
+            "spread read dcgm-exporter once instead of twice (it computes the Kubernetes pod "
+            "map and the bare-metal host map and keeps the better per host; measured at 4,096 "
+            "ranks, 107 ms for both, 57 for the pod map alone).")
 
 
 def _panel_before_after(size: dict, panel: str) -> str:
@@ -254,20 +223,21 @@ def _panel_before_after(size: dict, panel: str) -> str:
     return f"{name} {fmt_ms(b['ms'])} -> {fmt_ms(a['ms'])} ms ({b['ms'] / a['ms']:.1f}x)"
 
 
-def _samples_before_after(size: dict, groups) -> str:
-    out = []
-    for g in groups:
-        b, a = size["groups"].get("before:" + g), size["groups"].get(g)
-        if b and a:
-            out.append(f"{g.removeprefix('obsgen-')} {b['samples']:,} -> {a['samples']:,}")
-    return ", ".join(out) or "not measured"
-
-
 def before_after(ss: list[dict]) -> list[str]:
     big = ss[-1]
     N = big["ranks"]
-    out = ["## Before and after (same data, same run)", "",
-           "`before` is each rule group this benchmark changed, as main rendered it before "
+    out = ["## Before and after (same data, same run)", ""]
+    if not suite(big, "before"):
+        out += ["No rule group of the defaults changed in this run (`benchmarks/baseline/` "
+                "holds no rules); the panels that did:", ""]
+    else:
+        out += _rules_before_after_table(big)
+    return out + _panels_before_after_table(big)
+
+
+def _rules_before_after_table(big: dict) -> list[str]:
+    N = big["ranks"]
+    out = ["`before` is each rule group this benchmark changed, as main rendered it before "
            "(`benchmarks/baseline/rules.yaml`), measured on the same TSDB in the same run as "
            "the current rules (`after`). A family's before and after are its group and its "
            "facts group, in ruler time per 30 s (a group every 2m counts a quarter, every 1m "
@@ -290,10 +260,15 @@ def before_after(ss: list[dict]) -> list[str]:
             out.append(f"| &nbsp; `{r}`{' (facts)' if a_fact or b_fact else ''} | {fmt_ms(b)} "
                        f"| {fmt_ms(a)} | |")
     out.append("")
+    return out
+
+
+def _panels_before_after_table(big: dict) -> list[str]:
+    N = big["ranks"]
     before, after = panels_of(big, "before"), panels_of(big, "obsgen")
     if not before:
-        return out
-    out += [f"| panel (before > 500 ms at {N:,}) | before ms | after ms | before / after |",
+        return []
+    out = [f"| panel (before > 500 ms at {N:,}) | before ms | after ms | before / after |",
             "|---|---:|---:|---:|"]
     for p, v in sorted(before.items(), key=lambda kv: -kv[1]["ms"]):
         if v["ms"] < 500:

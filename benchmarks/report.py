@@ -17,7 +17,7 @@ from .findings import DROP_BUCKETS, before_after, drop_buckets_finding, findings
 from .measures import (EVALUATION, GROUP_TARGET_MS, PANEL_TARGET_MS, STRAGGLER_TARGET,
                        SUITE_TARGET_MS, errors, family, fmt_mib, fmt_ms, growth_exponent,
                        naive_families, once_ms, panels_of, per_evaluation, per_series_us, sizes,
-                       slowest_panel, suite, timed_rounds, total_ms)
+                       RECORDS, slowest_panel, suite, timed_rounds, total_ms, with_records)
 
 def machine() -> dict:
     def first_line(cmd):
@@ -100,6 +100,7 @@ def markdown(results: dict) -> str:
             f"| cost linear in N | largest growth exponent {small['ranks']:,} -> {N:,}: "
             f"{worst_growth[1]} ({worst_growth[0]}); 1 = linear, 2 = quadratic "
             f"| {yes(float(worst_growth[1]) < 1.3 if worst_growth[1] != '-' else True)} |", ""]
+    out += records_targets(big)
 
     # per size -------------------------------------------------------------------------
     out += ["## Per size", "",
@@ -183,12 +184,58 @@ def markdown(results: dict) -> str:
         out.append(f"| {p} | {v['queries']} | " + " | ".join(cells) + f" | {v['samples']:,} |")
     out.append("")
 
+    out += records_section(ss)
     out += findings(ss)
     out += drop_buckets_finding(ss, results.get("drop_buckets"), results.get("rules_sha"))
     # series ---------------------------------------------------------------------------
     out += series_section(big)
     out += method_section(results, big)
     return "\n".join(out) + "\n"
+
+
+def records_targets(big: dict) -> list[str]:
+    """The two targets dashboards.records trades against each other, measured with it."""
+    rec = suite(big, RECORDS)
+    if not rec:
+        return []
+    N = big["ranks"]
+    yes = lambda ok: "met" if ok else "**missed**"
+    group, v = next(iter(rec.items()))
+    both = total_ms(big, "obsgen") + total_ms(big, RECORDS)
+    p, pv = max(with_records(big).items(), key=lambda kv: kv[1]["ms"])
+    return [f"With `dashboards.records: true` (the panels family, `{group}`, every "
+            f"{v['interval'] / 60:g}m: {fmt_ms(v['ms'])} ms per evaluation, "
+            f"{fmt_ms(per_evaluation(v))} ms per 30 s; off by default, see below):", "",
+            f"| target (at {N:,} ranks) | measured | |", "|---|---|---|",
+            f"| every rule group < 1 s | {group}: {fmt_ms(v['ms'])} ms "
+            f"| {yes(v['ms'] < GROUP_TARGET_MS)} |",
+            f"| all groups together < 3 s | {fmt_ms(both)} ms per 30 s | {yes(both < SUITE_TARGET_MS)} |",
+            f"| every panel over 1 h < 2 s | slowest: {p}, {fmt_ms(pv['ms'])} ms "
+            f"| {yes(pv['ms'] < PANEL_TARGET_MS)} |", ""]
+
+
+def records_section(ss: list[dict]) -> list[str]:
+    big = ss[-1]
+    rec = panels_of(big, RECORDS)
+    if not rec:
+        return []
+    group, v = next(iter(suite(big, RECORDS).items()))
+    out = ["## dashboards.records: the slowest panels from recorded series", "",
+           f"The panels that `dashboards.records: true` has read the panels family "
+           f"(`{group}`, every {v['interval'] / 60:g}m) instead of raw series, ms over 1 h "
+           "(sum of the panel's queries), default / with the records, measured on the same "
+           "TSDB in the same run.", "",
+           "| panel | " + " | ".join(f"{s['ranks']:,}: default / records" for s in ss) + " |",
+           "|---|" + "---:|" * len(ss)]
+    for p in sorted(rec, key=lambda p: -panels_of(big)[p]["ms"]):
+        out.append(f"| {p} | " + " | ".join(
+            f"{fmt_ms(panels_of(s)[p]['ms'])} / {fmt_ms(panels_of(s, RECORDS)[p]['ms'])}"
+            for s in ss) + " |")
+    out += ["", f"The group at each size, ms per evaluation: " + ", ".join(
+        f"{s['ranks']:,} ranks {fmt_ms(suite(s, RECORDS)[group]['ms'])}" for s in ss)
+        + "; its rules at the largest size: " + ", ".join(
+        f"`{r}` {fmt_ms(ms)}" for r, ms in sorted(v["rules"].items(), key=lambda kv: -kv[1])) + ".", ""]
+    return out
 
 
 def series_section(big: dict) -> list[str]:

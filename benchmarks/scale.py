@@ -21,8 +21,11 @@ For each size it
    ``stats=all``, every rule of every group at five evaluation times (the last 8 minutes,
    2 minutes apart) after one untimed warm-up round, alternating obsgen's and the naive
    suite's groups from round to round so load from other processes falls on both, and
-   every dashboard panel query over the last hour as Grafana sends it (30 s step,
-   ``$__rate_interval`` = 2m for a 30 s scrape); medians of the rounds. The time is
+   every dashboard panel query over the last hour as Grafana sends it (30 s step, or the
+   panel's min interval when longer; ``$__rate_interval`` = max(2m, step + 30 s) for a
+   30 s scrape), with the panels as the defaults render them and, for the panels that
+   read differently, as ``dashboards.records`` does (its group timed as a suite of its
+   own); medians of the rounds. The time is
    Prometheus' own ``evalTotalTime`` (what the ruler spends in the engine, no HTTP or
    JSON), with the samples each query read, which no load changes;
 5. measures peak RSS (``VmHWM``): one fresh Prometheus per suite evaluating its rules at
@@ -51,6 +54,7 @@ from pathlib import Path
 import yaml
 
 from obsgen import pipeline
+from obsgen.registry import PANEL_RECORDS
 from obsgen.config import DEFAULTS, Config, seconds
 from obsgen.dashboards import PanelQuery, panel_queries
 from obsgen.promql import identifiers
@@ -63,8 +67,19 @@ SIZES = (1024, 4096, 16384)
 QUICK = 256
 EVAL_TIMES = tuple(stream.END - m * 60 for m in (8, 6, 4, 2, 0))
 PANEL_RANGE = 3600
-PANEL_STEP = 30
-RATE_INTERVAL = "2m"  # Grafana's $__rate_interval for a 30 s scrape: max(4 x 30 s, step + 30 s)
+RECORDS = "records"  # the suite and board of dashboards.records
+PANEL_STEP = 30  # Grafana's step for 1 h: the data source's 30 s scrape, or the panel's min interval
+
+
+def panel_step(q: PanelQuery) -> int:
+    """The step Grafana queries the panel at over the last hour: the scrape interval, or
+    the panel's min interval when that is longer (1 h / the panel's ~1,000 points is less)."""
+    return max(PANEL_STEP, int(seconds(q.interval)) if q.interval else 0)
+
+
+def rate_interval(q: PanelQuery) -> str:
+    """Grafana's $__rate_interval for a 30 s scrape: max(4 x scrape, step + scrape)."""
+    return f"{max(4 * stream.SCRAPE, panel_step(q) + stream.SCRAPE)}s"
 
 
 # suites -----------------------------------------------------------------------------------
@@ -79,6 +94,25 @@ class Rule:
 
 def default_config() -> Config:
     return Config(copy.deepcopy(DEFAULTS), "(defaults)")
+
+
+def records_config() -> Config:
+    """The defaults with dashboards.records: the panels family, and the panels reading it."""
+    cfg = default_config()
+    cfg.data["dashboards"]["records"] = True
+    return cfg
+
+
+def records_suites(defaults: list[PanelQuery]) -> tuple[list[Rule], list[PanelQuery]]:
+    """With dashboards.records: the panels family's group (measured apart: the default
+    renders without it) and every query of the panels that read differently."""
+    cfg = records_config()
+    group = f"obsgen-{PANEL_RECORDS}"
+    rules = [r for r in obsgen_rules(cfg) if r.group == group]
+    same = set(defaults)
+    qs = panels(cfg)
+    changed = {(q.dashboard, q.panel) for q in qs if q not in same}  # every query of those
+    return rules, [q for q in qs if (q.dashboard, q.panel) in changed]
 
 
 def _groups(doc: dict) -> list[Rule]:
@@ -169,7 +203,8 @@ def recording(rule_sets: list[list[Rule]]) -> list[Rule]:
 
 
 def panel_expr(q: PanelQuery, job_id: str) -> str:
-    return q.promql(job_id, rate_interval=RATE_INTERVAL, range_="1h", interval=f"{PANEL_STEP}s")
+    return q.promql(job_id, rate_interval=rate_interval(q), range_="1h",
+                    interval=f"{panel_step(q)}s")
 
 
 def levels(rules: list[Rule]) -> list[list[Rule]]:
@@ -336,7 +371,7 @@ def time_panels(p: prom.Prometheus, qs: list[PanelQuery], job_id: str, out: dict
         if q.instant:
             t = _run(p, p.query, expr, stream.END)
         else:
-            t = _run(p, p.query_range, expr, stream.END - PANEL_RANGE, stream.END, PANEL_STEP)
+            t = _run(p, p.query_range, expr, stream.END - PANEL_RANGE, stream.END, panel_step(q))
         if isinstance(t, str):
             m.error = t
         else:
@@ -430,6 +465,7 @@ def run_size(n: int, work: Path, repeats: int, shard_ranks: int, keep: bool,
     cfg = default_config()
     suites = {"obsgen": obsgen_rules(cfg), "naive": naive_rules()}
     boards = {"obsgen": panels(cfg)}
+    suites[RECORDS], boards[RECORDS] = records_suites(boards["obsgen"])
     if before_rules(suites["obsgen"]):
         suites["before"] = before_rules(suites["obsgen"])
     if before_panels():
