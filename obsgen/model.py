@@ -20,6 +20,10 @@ class Record:
     # A fact of the job's shape or placement (changes only when the job starts): recorded
     # in the family's facts group, evaluated every facts_interval (obsgen.render).
     fact: bool = False
+    # A group of the family's own for records that read no other record of it, so the
+    # ruler evaluates them side by side (groups run concurrently, a group's rules one after
+    # another): ``obsgen-<family>-<group>``, at the family's interval.
+    group: str = ""
 
 
 @dataclass(frozen=True)

@@ -66,26 +66,29 @@ def _group(name: str, interval: str | None, rules) -> dict:
 
 
 def group_name(fam: Family, rule: Record | Alert, cfg: Config) -> str:
-    """The group that evaluates ``rule``: ``obsgen-<family>``, or, for a fact of the job's
-    shape or placement while facts_interval is set, ``obsgen-<family>-facts``."""
+    """The group that evaluates ``rule``: ``obsgen-<family>``; for a fact of the job's
+    shape or placement while facts_interval is set, ``obsgen-<family>-facts``; for a
+    record of a group of its own, ``obsgen-<family>-<group>``."""
     fact = isinstance(rule, Record) and rule.fact and facts_interval(cfg)
-    return f"obsgen-{fam.name}" + ("-facts" if fact else "")
+    own = isinstance(rule, Record) and rule.group
+    return f"obsgen-{fam.name}" + ("-facts" if fact else f"-{rule.group}" if own else "")
 
 
 def group_dicts(fam: Family, cfg: Config) -> list[dict]:
     """The family's rule groups: ``obsgen-<family>`` at its family_intervals entry (or
-    rule_interval, whichever is longer), then, when the family records facts of the
+    rule_interval, whichever is longer), the groups of its own some records ask for at the
+    same interval, then, when the family records facts of the
     job's shape or placement and facts_interval is set, ``obsgen-<family>-facts`` at
     facts_interval (the family's interval if longer). The ruler evaluates groups on their
     own schedules, so what the first reads from the second is at most one facts interval
     old (the facts change only when a job starts)."""
-    main = f"obsgen-{fam.name}"
+    main, facts = f"obsgen-{fam.name}", f"obsgen-{fam.name}-facts"
     by_group: dict[str, list] = {main: []}
     for r in fam.rules:
         by_group.setdefault(group_name(fam, r, cfg), []).append(r)
-    return [_group(name, group_interval(cfg, fam.name) if name == main
-                   else facts_interval(cfg, fam.name), rules)
-            for name, rules in by_group.items()]
+    return [_group(name, facts_interval(cfg, fam.name) if name == facts
+                   else group_interval(cfg, fam.name), rules)
+            for name, rules in by_group.items() if rules]
 
 
 def rule_files(families: list[Family], cfg: Config) -> dict[str, str]:

@@ -85,6 +85,20 @@ def test_facts_have_their_own_group_at_the_facts_interval_and_nothing_else_does(
             assert len(yaml.safe_load(text)["groups"]) == 1, path
 
 
+def test_records_of_a_group_of_their_own_get_it_at_the_familys_interval_and_no_empty_group():
+    data = copy.deepcopy(config.DEFAULTS)
+    data["dashboards"]["records"] = True
+    data["family_intervals"]["panels"] = "10m"
+    groups = yaml.safe_load(pipeline.render_all(config.Config(data, "(test)"))["rules/panels.yaml"])["groups"]
+    assert [(g["name"], g["interval"]) for g in groups] == [
+        (f"obsgen-panels-{v}", "10m") for v in ("tp", "dp", "gpus", "errors", "fsdp")]
+    # side by side: no group reads what another group of the family records
+    recorded = {r["record"]: g["name"] for g in groups for r in g["rules"]}
+    for g in groups:
+        for r in g["rules"]:
+            assert not {n for n, owner in recorded.items() if owner != g["name"] and n in r["expr"]}, r
+
+
 def test_a_family_interval_sets_its_groups_never_shorter_than_the_rules_and_null_clears_it():
     """family_intervals evaluates a family's group (and its facts group, when that would
     be shorter) less often than rule_interval; rule_interval wins when it is longer, a

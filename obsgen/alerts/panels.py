@@ -14,7 +14,11 @@ query cost. That is why this family is off by default and evaluated every 5m
 (``family_intervals.panels``): worth it for a dashboard that stays open on a large job
 (a wall screen, a shared on-call board), not for one opened a few times an hour. The
 records' windows are the rate window (5m), so at the default interval they tile time and
-every collective, byte and error counts once; the panels show them as 5m steps.
+every collective and error counts once; the panels show them as 5m steps.
+
+Each view's records are a group of their own (``obsgen-panels-tp``, ``-dp``, ``-fsdp``,
+``-gpus``, ``-errors``): none reads another, so the ruler evaluates them side by side,
+and at 16,384 ranks one group of all of them would take seconds per evaluation.
 
 The means are _sum / _count per rank (time per collective, never a bucket quantile),
 GPUs are matched to ranks by ``train_rank_gpu_info`` (the UUID each rank runs on), and the
@@ -73,26 +77,30 @@ def build(c: Ctx) -> Family:
             f"/ {c.on(L.job_id)}\n"
             f"(sum {c.by(L.job_id)} ({c.rate(M.train_step_seconds, '_count', rate)}) > 0)")
     rules = (
-        Record(c.rname(R.tp_time_rank), expr(mean({L.group: TP}))),
-        Record(c.rname(R.dp_allreduce_rank), expr(mean({L.op: ALLREDUCE, L.group: DP}))),
-        Record(c.rname(R.sm_active_rank), expr(per_gpu(c.m(M.DCGM_FI_PROF_SM_ACTIVE)))),
+        Record(c.rname(R.tp_time_rank), expr(mean({L.group: TP})), group="tp"),
+        Record(c.rname(R.dp_allreduce_rank), expr(mean({L.op: ALLREDUCE, L.group: DP})), group="dp"),
+        Record(c.rname(R.sm_active_rank), expr(per_gpu(c.m(M.DCGM_FI_PROF_SM_ACTIVE))), group="gpus"),
         Record(c.rname(R.nvlink_rank), expr(per_gpu(
-            f"({c.m(M.DCGM_FI_PROF_NVLINK_TX_BYTES)} + {c.m(M.DCGM_FI_PROF_NVLINK_RX_BYTES)})"))),
+            f"({c.m(M.DCGM_FI_PROF_NVLINK_TX_BYTES)} + {c.m(M.DCGM_FI_PROF_NVLINK_RX_BYTES)})")),
+               group="gpus"),
         # from the GPU family's sparse records (only GPUs with an event): every GPU's raw
         # counter read again cost about 4x as much
-        Record(c.rname(R.gpu_dbe_job), expr(f"{job_total(c.r(R.gpu_dbe_recent))}\nor\n{zero}")),
-        Record(c.rname(R.gpu_sbe_job), expr(job_total(increase(M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL)))),
-        Record(c.rname(R.gpu_xid_job), expr(f"{job_total(c.r(R.gpu_xid_changed), 'count')}\nor\n{zero}")),
+        Record(c.rname(R.gpu_dbe_job), expr(f"{job_total(c.r(R.gpu_dbe_recent))}\nor\n{zero}"),
+               group="errors"),
+        Record(c.rname(R.gpu_sbe_job), expr(job_total(increase(M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL))),
+               group="errors"),
+        Record(c.rname(R.gpu_xid_job), expr(f"{job_total(c.r(R.gpu_xid_changed), 'count')}\nor\n{zero}"),
+               group="errors"),
         Record(c.rname(R.nvlink_recovery_job), expr(job_total(
-            increase(M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL)))),
-        Record(c.rname(R.exposed_comm_job), expr(exposed)),
-        Record(c.rname(R.comm_per_step_job), expr(comm)),
+            increase(M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL))), group="errors"),
+        Record(c.rname(R.exposed_comm_job), expr(exposed), group="fsdp"),
+        Record(c.rname(R.comm_per_step_job), expr(comm), group="fsdp"),
         Record(c.rname(R.ib_line_rate_job), expr(f"""
             max {c.by(L.job_id)} (
               {line}
               * {c.on(L.node)} group_right ()
               ({c.r(R.job_nodes)} * 0 + 1)
             )
-        """)),
+        """), group="dp"),
     )
     return Family(NAME, __doc__, rules, requires=REQUIRES)

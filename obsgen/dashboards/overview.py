@@ -163,8 +163,10 @@ def build(env) -> View:
               u.Short,
               (Query(dbe, "uncorrectable ECC"), Query(sbe, "corrected ECC"),
                Query(xid, "GPUs with a new XID")), min=0),
-        Panel(TIMESERIES, "Fabric recoveries", "NCCL link recoveries and NVLink recovery "
-              f"errors per {per} in the job. Healthy: zero; a trend up means the fabric "
+        Panel(TIMESERIES, "Fabric recoveries", "NCCL link recoveries "
+              + (f"per interval and NVLink recovery errors per {per}" if env.records else
+                 "and NVLink recovery errors per interval")
+              + " in the job. Healthy: zero; a trend up means the fabric "
               "degrades.", u.Short,
               (Query(f"sum {q.by(*job)} (increase({q.m(M.nccl_link_recovery_total)}[{RATE}]))",
                      "NCCL link recoveries"),
