@@ -115,9 +115,12 @@ DEFAULTS: dict[str, Any] = {
     # Evaluation interval of a family's groups where it may be longer than rule_interval:
     # about a fifteenth of the shortest window or `for` its alerts wait on (the bubble, IB
     # and late arrivals: 10 to 30 minutes; checkpoints and restarts: 30 minutes to an hour);
-    # never shorter than rule_interval; a family set to null (or absent) is evaluated at
+    # the GPUs every 1m, as often as dcgm-exporter's 30 s samples reach a 30 s scrape (its
+    # ECC and XID alerts hold for an hour, the SM-active spread waits 15 minutes); the
+    # dashboards' records (dashboards.records) every 5m, their rate window.
+    # Never shorter than rule_interval; a family set to null (or absent) is evaluated at
     # rule_interval, and null for the whole key evaluates every family at rule_interval.
-    "family_intervals": {"pipeline": "1m", "checkpoints": "2m", "fabric": "1m",
+    "family_intervals": {"pipeline": "1m", "checkpoints": "2m", "gpus": "1m", "fabric": "1m",
                          "recovery": "2m", "nccl": "1m", "panels": "5m"},
     # Alert families to render, in registry order; null renders all of them (panels: see dashboards.records).
     "families": None,
