@@ -193,22 +193,29 @@ def markdown(results: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def _records_groups(size: dict) -> str:
+    rec = suite(size, RECORDS)
+    return ", ".join(f"`{g}` {fmt_ms(v['ms'])}" for g, v in rec.items())
+
+
 def records_targets(big: dict) -> list[str]:
-    """The two targets dashboards.records trades against each other, measured with it."""
+    """The targets with dashboards.records: its groups count with the others."""
     rec = suite(big, RECORDS)
     if not rec:
         return []
     N = big["ranks"]
     yes = lambda ok: "met" if ok else "**missed**"
-    group, v = next(iter(rec.items()))
+    interval = next(iter(rec.values()))["interval"]
+    worst = max([*suite(big, "obsgen").items(), *rec.items()], key=lambda kv: kv[1]["ms"])
     both = total_ms(big, "obsgen") + total_ms(big, RECORDS)
     p, pv = max(with_records(big).items(), key=lambda kv: kv[1]["ms"])
-    return [f"With `dashboards.records: true` (the panels family, `{group}`, every "
-            f"{v['interval'] / 60:g}m: {fmt_ms(v['ms'])} ms per evaluation, "
-            f"{fmt_ms(per_evaluation(v))} ms per 30 s; off by default, see below):", "",
+    return [f"With `dashboards.records: true` (the panels family, {len(rec)} groups every "
+            f"{interval / 60:g}m, ms per evaluation: {_records_groups(big)}; "
+            f"{fmt_ms(total_ms(big, RECORDS))} ms per 30 s together; off by default, see "
+            "below):", "",
             f"| target (at {N:,} ranks) | measured | |", "|---|---|---|",
-            f"| every rule group < 1 s | {group}: {fmt_ms(v['ms'])} ms "
-            f"| {yes(v['ms'] < GROUP_TARGET_MS)} |",
+            f"| every rule group < 1 s | slowest: {worst[0]}, {fmt_ms(worst[1]['ms'])} ms "
+            f"| {yes(worst[1]['ms'] < GROUP_TARGET_MS)} |",
             f"| all groups together < 3 s | {fmt_ms(both)} ms per 30 s | {yes(both < SUITE_TARGET_MS)} |",
             f"| every panel over 1 h < 2 s | slowest: {p}, {fmt_ms(pv['ms'])} ms "
             f"| {yes(pv['ms'] < PANEL_TARGET_MS)} |", ""]
@@ -219,10 +226,11 @@ def records_section(ss: list[dict]) -> list[str]:
     rec = panels_of(big, RECORDS)
     if not rec:
         return []
-    group, v = next(iter(suite(big, RECORDS).items()))
+    groups = suite(big, RECORDS)
+    interval = next(iter(groups.values()))["interval"]
     out = ["## dashboards.records: the slowest panels from recorded series", "",
            f"The panels that `dashboards.records: true` has read the panels family "
-           f"(`{group}`, every {v['interval'] / 60:g}m) instead of raw series, ms over 1 h "
+           f"(every {interval / 60:g}m) instead of raw series, ms over 1 h "
            "(sum of the panel's queries), default / with the records, measured on the same "
            "TSDB in the same run.", "",
            "| panel | " + " | ".join(f"{s['ranks']:,}: default / records" for s in ss) + " |",
@@ -231,10 +239,11 @@ def records_section(ss: list[dict]) -> list[str]:
         out.append(f"| {p} | " + " | ".join(
             f"{fmt_ms(panels_of(s)[p]['ms'])} / {fmt_ms(panels_of(s, RECORDS)[p]['ms'])}"
             for s in ss) + " |")
-    out += ["", f"The group at each size, ms per evaluation: " + ", ".join(
-        f"{s['ranks']:,} ranks {fmt_ms(suite(s, RECORDS)[group]['ms'])}" for s in ss)
-        + "; its rules at the largest size: " + ", ".join(
-        f"`{r}` {fmt_ms(ms)}" for r, ms in sorted(v["rules"].items(), key=lambda kv: -kv[1])) + ".", ""]
+    rules = {r: ms for v in groups.values() for r, ms in v["rules"].items()}
+    out += ["", "Its groups, ms per evaluation: " + "; ".join(
+        f"{s['ranks']:,} ranks {_records_groups(s)}" for s in ss)
+        + ". Its rules at the largest size: " + ", ".join(
+        f"`{r}` {fmt_ms(ms)}" for r, ms in sorted(rules.items(), key=lambda kv: -kv[1])) + ".", ""]
     return out
 
 

@@ -60,6 +60,7 @@ from obsgen.dashboards import PanelQuery, panel_queries
 from obsgen.promql import identifiers
 
 from . import naive, prom, stream
+from .measures import family
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
@@ -104,11 +105,10 @@ def records_config() -> Config:
 
 
 def records_suites(defaults: list[PanelQuery]) -> tuple[list[Rule], list[PanelQuery]]:
-    """With dashboards.records: the panels family's group (measured apart: the default
+    """With dashboards.records: the panels family's groups (measured apart: the default
     renders without it) and every query of the panels that read differently."""
     cfg = records_config()
-    group = f"obsgen-{PANEL_RECORDS}"
-    rules = [r for r in obsgen_rules(cfg) if r.group == group]
+    rules = [r for r in obsgen_rules(cfg) if family(r.group) == PANEL_RECORDS]
     same = set(defaults)
     qs = panels(cfg)
     changed = {(q.dashboard, q.panel) for q in qs if q not in same}  # every query of those

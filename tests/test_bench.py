@@ -232,7 +232,7 @@ def test_a_facts_group_costs_the_ruler_its_time_scaled_by_its_interval():
     from benchmarks import measures, scale
 
     rules = {r.group: r.interval for r in scale.obsgen_rules(scale.default_config())}
-    assert rules["obsgen-gpus"] == 30 and rules["obsgen-gpus-facts"] == 120
+    assert rules["obsgen-gpus"] == 60 and rules["obsgen-gpus-facts"] == 120 and rules["obsgen-ranks"] == 30
     size = {"groups": {"obsgen-gpus": {"suite": "obsgen", "ms": 800.0, "interval": 30},
                        "obsgen-gpus-facts": {"suite": "obsgen", "ms": 400.0, "interval": 120},
                        "naive-ranks": {"suite": "naive", "ms": 50.0}}}
@@ -258,8 +258,8 @@ def test_dashboards_records_is_measured_apart_with_every_query_of_the_panels_it_
 
     default = scale.panels(scale.default_config())
     rules, qs = scale.records_suites(default)
-    assert {r.group for r in rules} == {"obsgen-panels"}
-    assert "obsgen-panels" not in {r.group for r in scale.obsgen_rules(scale.default_config())}
+    assert {r.group for r in rules} == {f"obsgen-panels-{v}" for v in ("tp", "dp", "gpus", "errors", "fsdp")}
+    assert not [r for r in scale.obsgen_rules(scale.default_config()) if r.group.startswith("obsgen-panels")]
     changed = {(q.dashboard, q.panel) for q in qs}
     assert ("Training · TP", "Time inside TP collectives across ranks") in changed
     by_panel = lambda panels: sorted(q.ref for q in panels
