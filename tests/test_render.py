@@ -91,7 +91,7 @@ def test_records_of_a_group_of_their_own_get_it_at_the_familys_interval_and_no_e
     data["family_intervals"]["panels"] = "10m"
     groups = yaml.safe_load(pipeline.render_all(config.Config(data, "(test)"))["rules/panels.yaml"])["groups"]
     assert [(g["name"], g["interval"]) for g in groups] == [
-        (f"obsgen-panels-{v}", "10m") for v in ("tp", "dp", "gpus", "errors", "fsdp")]
+        (f"obsgen-panels-{v}", "10m") for v in ("tp", "dp", "gpus", "errors", "fsdp", "comm")]
     # side by side: no group reads what another group of the family records
     recorded = {r["record"]: g["name"] for g in groups for r in g["rules"]}
     for g in groups:

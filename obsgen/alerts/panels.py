@@ -16,9 +16,10 @@ query cost. That is why this family is off by default and evaluated every 5m
 records' windows are the rate window (5m), so at the default interval they tile time and
 every collective and error counts once; the panels show them as 5m steps.
 
-Each view's records are a group of their own (``obsgen-panels-tp``, ``-dp``, ``-fsdp``,
-``-gpus``, ``-errors``): none reads another, so the ruler evaluates them side by side,
-and at 16,384 ranks one group of all of them would take seconds per evaluation.
+Each view's records are a group of their own (``obsgen-panels-tp``, ``-dp``, ``-gpus``,
+``-errors``, ``-fsdp``, and ``-comm`` for the collective time per step of every group,
+the costliest): none reads another, so the ruler evaluates them side by side, and at
+16,384 ranks one group of all of them would take seconds per evaluation.
 
 The means are _sum / _count per rank (time per collective, never a bucket quantile),
 GPUs are matched to ranks by ``train_rank_gpu_info`` (the UUID each rank runs on), and the
@@ -94,7 +95,7 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.nvlink_recovery_job), expr(job_total(
             increase(M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL))), group="errors"),
         Record(c.rname(R.exposed_comm_job), expr(exposed), group="fsdp"),
-        Record(c.rname(R.comm_per_step_job), expr(comm), group="fsdp"),
+        Record(c.rname(R.comm_per_step_job), expr(comm), group="comm"),  # every group's collectives
         Record(c.rname(R.ib_line_rate_job), expr(f"""
             max {c.by(L.job_id)} (
               {line}
