@@ -40,14 +40,15 @@ def findings(ss: list[dict]) -> list[str]:
            "- `dashboards.records` (new config key, off by default): the spreads across ranks "
            "and GPUs and the job's GPU and fabric totals that the slowest panels computed from "
            "raw series at each of 121 steps are recorded by a new family, `panels` "
-           "(`obsgen-panels`, every 5m, `family_intervals.panels`), and the panels read the "
+           "(a group per view, `obsgen-panels-tp` and so on, side by side, every 5m, "
+           "`family_intervals.panels`), and the panels read the "
            "records: per rank for the spreads, so the rank variable still selects; per job for "
            "the totals. " + _records(big) + " The records cost the ruler on every evaluation "
            "whether anyone looks or not, and an evaluation reads every series once, which "
-           "costs about what ten steps of a range query do; recorded every 30 s they would "
-           "cost about ten refreshes of the panel per hour. Every 5m they are worth it for a "
-           "board kept open on a large job, not for one opened a few times an hour: hence off "
-           "by default.",
+           "costs about what ten steps of a range query do, so recorded every 30 s they would "
+           "cost what ten refreshes an hour of the panels do. " + _break_even(big) + " It is "
+           "off by default because on small jobs the raw queries are cheap and show 30 s "
+           "steps where the records show 5m ones.",
            "- The GPU family every 1m (`family_intervals.gpus`) instead of every 30 s: "
            "dcgm-exporter samples every 30 s and is scraped every 30 s, so its ECC and XID "
            "events are up to a minute old when Prometheus sees them, the ECC alert holds for "
@@ -211,6 +212,19 @@ def _records(size: dict) -> str:
             "(the table \"dashboards.records\" above).")
 
 
+def _break_even(size: dict) -> str:
+    """The panels family's CPU per hour against one look at its panels without it."""
+    rec = suite(size, RECORDS)
+    if not rec:
+        return ""
+    per_hour = sum(v["ms"] * 3600 / v["interval"] for v in rec.values()) / 1000
+    look = sum(panels_of(size)[p]["ms"] for p in panels_of(size, RECORDS)) / 1000
+    return (f"Every 5m they cost the ruler {per_hour:,.0f} s of CPU an hour at "
+            f"{size['ranks']:,} ranks, while drawing these panels once without them costs "
+            f"{look:,.0f} s: on a large job they pay for themselves as soon as someone opens "
+            "the dashboards.")
+
+
 def _left(size: dict) -> str:
     """What the targets still miss, and the levers not taken."""
     N = size["ranks"]
@@ -225,7 +239,7 @@ def _left(size: dict) -> str:
             "operator, not for samples (measured at 4,096 ranks on a kept TSDB, for `TP / Time "
             "inside TP collectives across ranks`: the rate alone 194 ms, summed per rank 693 "
             "ms, the per-rank mean and its max 2,121 ms). `dashboards.records` closes it for "
-            "the boards that stay open, at the price above; its slowest group "
+            "large jobs, at the price above; its slowest group "
             + (f"takes {fmt_ms(cost)} ms per evaluation at {N:,} ranks" if cost else "was not measured")
             + ". One lever is not taken: a config naming the platform would let the SM-active "
             "spread read dcgm-exporter once instead of twice (it computes the Kubernetes pod "

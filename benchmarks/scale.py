@@ -24,7 +24,7 @@ For each size it
    every dashboard panel query over the last hour as Grafana sends it (30 s step, or the
    panel's min interval when longer; ``$__rate_interval`` = max(2m, step + 30 s) for a
    30 s scrape), with the panels as the defaults render them and, for the panels that
-   read differently, as ``dashboards.records`` does (its group timed as a suite of its
+   read differently, as ``dashboards.records`` does (its groups timed as a suite of their
    own); medians of the rounds. The time is
    Prometheus' own ``evalTotalTime`` (what the ruler spends in the engine, no HTTP or
    JSON), with the samples each query read, which no load changes;

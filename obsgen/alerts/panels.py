@@ -10,9 +10,10 @@ panels draw in about a second.
 
 The ruler pays instead, on every evaluation, whether anyone looks or not, and an
 evaluation reads every selected series once, which costs about what ten steps of a range
-query cost. That is why this family is off by default and evaluated every 5m
-(``family_intervals.panels``): worth it for a dashboard that stays open on a large job
-(a wall screen, a shared on-call board), not for one opened a few times an hour. The
+query cost; so the family is evaluated every 5m (``family_intervals.panels``). At 16,384
+ranks that is about 37 s of CPU an hour, against about 178 s to draw these panels once
+without it: on a large job it pays for itself as soon as someone opens the dashboards. It
+is off by default because on small jobs the raw queries are cheap and show 30 s steps. The
 records' windows are the rate window (5m), so at the default interval they tile time and
 every collective and error counts once; the panels show them as 5m steps.
 
