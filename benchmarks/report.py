@@ -372,6 +372,9 @@ def plot(results: dict, path: Path) -> None:
     if any(v["suite"] == "before" for v in ss[-1]["groups"].values()):
         for g in sorted(suite(ss[-1], "before")):
             ax1.plot(ns, [s["groups"][g]["ms"] for s in ss], marker="x", ls=":", label=g)
+    if all(panels_of(s, RECORDS) for s in ss):  # the slowest panel of all with the records
+        ax2.plot(ns, [max(v["ms"] for v in with_records(s).values()) for s in ss], marker="s",
+                 lw=2.5, color="black", label="slowest panel with dashboards.records")
     ax2.axhline(PANEL_TARGET_MS, color="grey", ls=":", lw=1)
     ax2.set(xscale="log", yscale="log", xlabel="ranks", ylabel="query ms over 1 h (median)",
             title="Slowest dashboard panels")
