@@ -112,10 +112,12 @@ class Ctx:
         eq = tuple(f"{self.l(k)}={quote(v)}" for k, v in (match or {}).items())
         return self._selector(self.mname(metric) + suffix, eq + extra)
 
-    def rate(self, metric: contract.Metric, suffix: str, window: str, fn: str = "rate") -> str:
-        """``rate(<selector>[window])`` (or increase); a histogram's ``_sum`` published in
-        another unit (a preset's scale, e.g. milliseconds) is brought to the contract's."""
-        expr = f"{fn}({self.m(metric, suffix)}[{window}])"
+    def rate(self, metric: contract.Metric, suffix: str, window: str, fn: str = "rate",
+             match: dict[contract.Label, str] | None = None) -> str:
+        """``rate(<selector>[window])`` (or increase; ``match`` as in ``m``); a histogram's
+        ``_sum`` published in another unit (a preset's scale, e.g. milliseconds) is brought
+        to the contract's."""
+        expr = f"{fn}({self.m(metric, suffix, match=match)}[{window}])"
         scale = self.cfg.scale(metric.key) if suffix == "_sum" else 1.0
         return expr if scale == 1.0 else f"({expr} * {number(scale)})"
 

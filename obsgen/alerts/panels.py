@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ..contract import L, M, R
 from ..model import Family, Record, expr
-from ..promql import Ctx, number, quote
+from ..promql import Ctx, quote
 
 NAME = "panels"
 # gpus: the job's hosts and the GPUs' sparse ECC and XID records; ranks: the jobs
@@ -47,9 +47,7 @@ def build(c: Ctx) -> Family:
     def mean(match: dict) -> str:
         """Mean time per collective of each rank, over the ops ``match`` selects."""
         def part(suffix: str) -> str:
-            e = f"rate({c.m(M.nccl_collective_duration_seconds, suffix, match=match)}[{rate}])"
-            scale = c.cfg.scale(M.nccl_collective_duration_seconds.key) if suffix == "_sum" else 1.0
-            return f"sum {c.by(*rank)} ({e if scale == 1.0 else f'({e} * {number(scale)})'})"
+            return f"sum {c.by(*rank)} ({c.rate(M.nccl_collective_duration_seconds, suffix, rate, match=match)})"
         return f"{part('_sum')}\n/\n({part('_count')} > 0)"
 
     def on_gpus(e: str) -> str:
