@@ -23,6 +23,7 @@ Time is in seconds from 0. ``Job.run()`` yields one ``Scrape`` per scrape interv
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from dataclasses import dataclass, field
@@ -127,6 +128,13 @@ class NcclExporter:
     resolution: float = 25e-6  # the exporter's --arrival-resolution-us, in seconds
     scrape_job: str = "nccl-exporter"
     port: int = 9410
+
+
+def gpu_uuid(node: str, gpu: int) -> str:
+    """A stable GPU UUID in NVML's format (GPU-8-4-4-4-12 hex digits) for GPU ``gpu`` of
+    host ``node``: the job's ``train_rank_gpu_info`` and synth_hw's dcgm-exporter agree."""
+    h = hashlib.md5(f"{node}/{gpu}".encode()).hexdigest()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
 # Job ----------------------------------------------------------------------------------
@@ -458,8 +466,8 @@ class _Sim:
         }
         if j.planned_end is not None:
             out[self._key(rank, M.train_planned_end_timestamp_seconds.key)] = j.start + j.planned_end
-        if j.gpu_info:
-            uuid = f"GPU-{j.subnet:02x}{rank:06x}-0000-4000-8000-{self.gen:012x}"
+        if j.gpu_info:  # GPU rank % ranks_per_node of its host, as dcgm-exporter names it
+            uuid = gpu_uuid(self._node_name(rank), rank % j.ranks_per_node)
             out[self._key(rank, M.train_rank_gpu_info.key, UUID=uuid)] = 1.0
         if j.grad_from_all_ranks or rank == j.ranks - 1:
             out[self._key(rank, M.train_grad_norm.key)] = grad

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from .contract import L, M
-from .synth import STALE, Job, Scrape
+from .synth import STALE, Job, Scrape, gpu_uuid
 
 MODEL = "NVIDIA H100 80GB HBM3"
 # NVML clock event (throttle) reasons, as DCGM_FI_DEV_CLOCKS_EVENT_REASONS holds them.
@@ -106,12 +106,6 @@ class Fleet:
 
     def run(self, until: float) -> Iterator[Scrape]:
         return _FleetSim(self).run(until)
-
-
-def gpu_uuid(node: str, gpu: int) -> str:
-    """A stable GPU UUID in NVML's format (GPU-8-4-4-4-12 hex digits)."""
-    h = hashlib.md5(f"{node}/{gpu}".encode()).hexdigest()
-    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
 def _key(name: str, **labels: str) -> tuple:
@@ -193,8 +187,6 @@ class _FleetSim:
                 for rank, r in now.items():
                     active = rank in prev[j] and r.step > prev[j][rank].step
                     placement[(r.labels[L.node.key], rank % job.ranks_per_node)] = (job, rank, active)
-                    if job.gpu_info:
-                        self._gpu_info(job, rank, r, out)
                 prev[j] = now
             for x in f.faults:
                 if isinstance(x, Xid) and 0 <= x.at <= t:
@@ -212,17 +204,6 @@ class _FleetSim:
             live = {k for k, v in out.samples.items() if v != STALE}
             prev_t = t
             yield out
-
-    @staticmethod
-    def _gpu_info(job: Job, rank: int, r: _Rank, out: Scrape) -> None:
-        """The rank's train_rank_gpu_info names the UUID dcgm-exporter reports for the GPU
-        it runs on (the job alone makes one up): GPU ``rank % ranks_per_node`` of its host."""
-        for key in [k for k in out.samples if dict(k)["__name__"] == M.train_rank_gpu_info.key
-                    and dict(k).get(L.job_id.key) == job.job_id
-                    and dict(k).get(L.rank.key) == str(rank)]:
-            del out.samples[key]
-        uuid = gpu_uuid(r.labels[L.node.key], rank % job.ranks_per_node)
-        out.samples[_key(M.train_rank_gpu_info.key, **r.labels, **{L.UUID.key: uuid})] = 1.0
 
     # training-side series ---------------------------------------------------------------
     def _training_side(self, job: Job, st: _JobState, before: dict[int, _Rank],
