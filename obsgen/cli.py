@@ -87,7 +87,8 @@ def cmd_plan(args) -> int:
                   planned_end=args.planned_end, checkpoint_bytes=args.checkpoint_bytes,
                   sidecar=not args.no_sidecar)
     cfg = _load(args)
-    print(report(shape, cfg["windows"], registry.panel_records(cfg)), end="")
+    recorded = {r.name for f in registry.build(cfg) for r in f.records}
+    print(report(shape, cfg["windows"], recorded), end="")
     return 0
 
 

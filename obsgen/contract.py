@@ -298,7 +298,6 @@ class Recorded:
     name: str
     labels: tuple[str, ...]
     help: str
-    panel: bool = False  # recorded by the panels family, only with dashboards.records
 
 
 _RANK = ("job_id", "rank", "stage")
@@ -413,27 +412,27 @@ RECORDED: dict[str, Recorded] = {
                  "job's deadline (Unix seconds), from its ranks' launch config"),
         # panels (dashboards.records)
         Recorded("tp_time_rank", "job_rank:nccl_tp_collective_seconds:mean{rate}", ("job_id", "rank"),
-                 "mean time per TP collective of each rank (all TP ops)", panel=True),
+                 "mean time per TP collective of each rank (all TP ops)"),
         Recorded("dp_allreduce_rank", "job_rank:nccl_dp_allreduce_seconds:mean{rate}",
-                 ("job_id", "rank"), "mean time per DP all-reduce of each rank", panel=True),
+                 ("job_id", "rank"), "mean time per DP all-reduce of each rank"),
         Recorded("sm_active_rank", "job_rank:dcgm_sm_active:max", ("job_id", "rank", "node"),
-                 "SM-active of the GPU each rank runs on", panel=True),
+                 "SM-active of the GPU each rank runs on"),
         Recorded("nvlink_rank", "job_rank:dcgm_nvlink_bytes:sum", ("job_id", "rank", "node"),
-                 "NVLink transmit + receive bytes per second of the GPU each rank runs on", panel=True),
+                 "NVLink transmit + receive bytes per second of the GPU each rank runs on"),
         Recorded("gpu_dbe_job", "job:dcgm_ecc_dbe:increase{rate}", ("job_id",),
-                 "uncorrectable ECC errors of the job's GPUs in the rate window", panel=True),
+                 "uncorrectable ECC errors of the job's GPUs in the rate window"),
         Recorded("gpu_sbe_job", "job:dcgm_ecc_sbe:increase{rate}", ("job_id",),
-                 "corrected ECC errors of the job's GPUs in the rate window", panel=True),
+                 "corrected ECC errors of the job's GPUs in the rate window"),
         Recorded("gpu_xid_job", "job:dcgm_xid_changed_gpus:count{rate}", ("job_id",),
-                 "GPUs of the job whose last XID code changed in the rate window", panel=True),
+                 "GPUs of the job whose last XID code changed in the rate window"),
         Recorded("nvlink_recovery_job", "job:dcgm_nvlink_recovery:increase{rate}", ("job_id",),
-                 "NVLink recovery errors of the job's GPUs in the rate window", panel=True),
+                 "NVLink recovery errors of the job's GPUs in the rate window"),
         Recorded("exposed_comm_job", "job:train_exposed_comm_seconds:mean{rate}", ("job_id",),
-                 "mean communication time per step not overlapped with compute, over the ranks", panel=True),
+                 "mean communication time per step not overlapped with compute, over the ranks"),
         Recorded("comm_per_step_job", "job:nccl_collective_seconds:per_step{rate}", ("job_id",),
-                 "time per step the mean rank spends in collectives, all groups", panel=True),
+                 "time per step the mean rank spends in collectives, all groups"),
         Recorded("ib_line_rate_job", "job:node_infiniband_rate_bytes_per_second:max", ("job_id",),
-                 "InfiniBand line rate of the job's fastest host (all its ports)", panel=True),
+                 "InfiniBand line rate of the job's fastest host (all its ports)"),
         # nccl
         Recorded("late_arrival_ratio",
                  "job_rank_group:nccl_collective_last_arrival:ratio{late_arrival}",

@@ -10,6 +10,8 @@ stage or per job from their labels.
 """
 from __future__ import annotations
 
+import copy
+
 import math
 from dataclasses import dataclass
 
@@ -104,9 +106,14 @@ def _scope(m: contract.Metric) -> str | None:
     return "host"
 
 
-def plan(s: Shape, windows: dict[str, str] | None = None, panel_records: bool = False) -> list[Line]:
-    """Series of a job of shape ``s``; the panels family's records with ``panel_records``
-    (dashboards.records)."""
+def plan(s: Shape, windows: dict[str, str] | None = None,
+         recorded: set[str] | None = None) -> list[Line]:
+    """Series of a job of shape ``s``: what it scrapes, and the records of ``recorded``
+    (the names the config's families record; default: the default config's)."""
+    if recorded is None:
+        from .registry import build
+        recorded = {r.name for f in build(config.Config(copy.deepcopy(config.DEFAULTS), "(defaults)"))
+                    for r in f.records}
     units = {"rank": s.ranks, "gpu": s.ranks, "host": s.hosts, "job": 1, "stage": s.pp}
     lines = []
     for m in contract.METRICS.values():
@@ -123,12 +130,12 @@ def plan(s: Shape, windows: dict[str, str] | None = None, panel_records: bool = 
             continue
         lines.append(Line(m.key, m.type, scope, per, per * units[scope], source))
     for r in contract.RECORDED.values():
-        if r.panel and not panel_records:
+        name = r.name.format(**(windows or config.DEFAULTS["windows"]))
+        if name not in recorded:
             continue
         scope = ("rank" if L.rank.key in r.labels else "stage" if L.stage.key in r.labels
                  else "gpu" if L.UUID.key in r.labels else "host" if L.node.key in r.labels
                  else "job")
-        name = r.name.format(**(windows or config.DEFAULTS["windows"]))
         # the late-arrival ratio: one series per rank and aligned group
         per = s.aligned_groups() if scope == "rank" and L.group.key in r.labels else 1
         lines.append(Line(name, "recorded", scope, per, per * units[scope], "rules"))
@@ -158,8 +165,9 @@ def _buckets(m: contract.Metric) -> int:
     return len(m.buckets or contract.DEFAULT_BUCKETS)
 
 
-def report(s: Shape, windows: dict[str, str] | None = None, panel_records: bool = False) -> str:
-    lines = plan(s, windows, panel_records)
+def report(s: Shape, windows: dict[str, str] | None = None,
+           recorded: set[str] | None = None) -> str:
+    lines = plan(s, windows, recorded)
     width = max(len(l.name) for l in lines)
     out = [f"obsgen plan: {s.ranks:,} ranks (pp={s.pp}, tp={s.tp}, ep={s.ep}, experts={s.experts}), "
            f"{s.hosts:,} hosts of {s.gpus_per_host} GPUs and {s.hcas_per_host} HCAs",

@@ -374,8 +374,8 @@ def test_v2_dashboard_matches_golden():
 
 
 # dashboards.records --------------------------------------------------------------------
-PANEL_RECORDS = {r.name.format(**config.DEFAULTS["windows"]) for r in contract.RECORDED.values()
-                 if r.panel}
+PANEL_RECORDS = {r.name for f in registry.build(records()) if f.name == registry.PANEL_RECORDS
+                 for r in f.records}
 # Panels that read the panels family with dashboards.records, and the raw series they
 # read without it.
 RECORDED_PANELS = {

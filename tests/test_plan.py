@@ -85,3 +85,17 @@ def test_cli_refuses_a_bad_rank_count(bad, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["plan", "--ranks", bad])
     assert exc.value.code == 2
+
+
+def test_cli_counts_the_records_of_the_families_the_config_renders(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "obsgen.yaml").write_text("dashboards: {records: true}\n")
+    assert main(["plan", "--ranks", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "job_rank:nccl_tp_collective_seconds:mean5m" in out  # the panels family's
+    (tmp_path / "obsgen.yaml").write_text("families: [stragglers]\ndashboards: {enabled: false}\n")
+    assert main(["plan", "--ranks", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "job_rank:train_compute_seconds:mean5m" in out
+    assert "job_rank:nccl_tp_collective_seconds:mean5m" not in out
+    assert "job:train_grad_norm:finite_max" not in out  # a family left out records nothing
