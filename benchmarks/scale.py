@@ -60,7 +60,7 @@ from obsgen.dashboards import PanelQuery, panel_queries
 from obsgen.promql import identifiers
 
 from . import naive, prom, stream
-from .measures import family
+from .measures import RECORDS, family
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
@@ -68,7 +68,6 @@ SIZES = (1024, 4096, 16384)
 QUICK = 256
 EVAL_TIMES = tuple(stream.END - m * 60 for m in (8, 6, 4, 2, 0))
 PANEL_RANGE = 3600
-RECORDS = "records"  # the suite and board of dashboards.records
 PANEL_STEP = 30  # Grafana's step for 1 h: the data source's 30 s scrape, or the panel's min interval
 
 

@@ -411,12 +411,17 @@ def validate(data: Any, source: str, alert_names: list[str] | None = None) -> li
     return [line for _, line in sorted(set(problems))]
 
 
+def defaults() -> Config:
+    """The default config, a copy of its own."""
+    return Config(copy.deepcopy(DEFAULTS), "(defaults)")
+
+
 def load(path: str | Path | None = None, alert_names: list[str] | None = None) -> Config:
     """Load ``path`` (or the defaults when it is None and obsgen.yaml does not exist)."""
     if path is None:
         path = DEFAULT_PATH if Path(DEFAULT_PATH).exists() else None
     if path is None:
-        return Config(copy.deepcopy(DEFAULTS), "(defaults)")
+        return defaults()
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")

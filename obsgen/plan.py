@@ -10,8 +10,6 @@ stage or per job from their labels.
 """
 from __future__ import annotations
 
-import copy
-
 import math
 from dataclasses import dataclass
 
@@ -112,8 +110,7 @@ def plan(s: Shape, windows: dict[str, str] | None = None,
     (the names the config's families record; default: the default config's)."""
     if recorded is None:
         from .registry import build
-        recorded = {r.name for f in build(config.Config(copy.deepcopy(config.DEFAULTS), "(defaults)"))
-                    for r in f.records}
+        recorded = {r.name for f in build(config.defaults()) for r in f.records}
     units = {"rank": s.ranks, "gpu": s.ranks, "host": s.hosts, "job": 1, "stage": s.pp}
     lines = []
     for m in contract.METRICS.values():

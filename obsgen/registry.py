@@ -5,7 +5,7 @@ from types import ModuleType
 
 from .alerts import (checkpoints, fabric, gpus, gradients, nccl, panels, pipeline,
                      progress, ranks, recovery, stragglers)
-from .config import Config, DEFAULTS
+from .config import Config, defaults
 from .model import Family
 from .promql import Ctx
 
@@ -13,8 +13,6 @@ FAMILIES: tuple[ModuleType, ...] = (stragglers, gradients, pipeline, checkpoints
                                     gpus, fabric, recovery, progress, nccl, panels)
 # Rendered when the dashboards read them (dashboards.records), whatever families: says.
 PANEL_RECORDS = panels.NAME
-# The families a default config renders.
-DEFAULT_FAMILIES = tuple(f for f in FAMILIES if f.NAME != PANEL_RECORDS)
 
 
 def panel_records(cfg: Config) -> bool:
@@ -40,6 +38,11 @@ def selected(cfg: Config) -> list[ModuleType]:
     return [f for f in FAMILIES if f.NAME in names]
 
 
+def default_families() -> list[ModuleType]:
+    """The families the default config renders (panels only with dashboards.records)."""
+    return selected(defaults())
+
+
 def build(cfg: Config) -> list[Family]:
     ctx = Ctx(cfg)
     return [f.build(ctx) for f in selected(cfg)]
@@ -47,7 +50,5 @@ def build(cfg: Config) -> list[Family]:
 
 def alert_names() -> list[str]:
     """Every alert name, from the definitions built with the default config."""
-    import copy
-
-    cfg = Config(copy.deepcopy(DEFAULTS), "(defaults)")
+    cfg = defaults()
     return [a.name for fam in build(cfg) for a in fam.alerts]

@@ -21,12 +21,11 @@ rendered from the committed profile are the default rules with scaled durations.
 """
 from __future__ import annotations
 
-import copy
 
 import yaml
 
 from . import registry
-from .config import DEFAULTS, Config, duration, seconds
+from .config import DEFAULTS, Config, defaults, duration, seconds
 
 # Prometheus' and Alertmanager's own time constants in a real deployment, in seconds.
 SCRAPE_INTERVAL = 30
@@ -45,7 +44,7 @@ class NotUniform(ValueError):
 
 def default_fors() -> dict[str, str]:
     """Every alert's ``for`` as its family declares it."""
-    cfg = Config(copy.deepcopy(DEFAULTS), "(defaults)")
+    cfg = defaults()
     return {a.name: a.for_ for fam in registry.build(cfg) for a in fam.alerts}
 
 

@@ -13,7 +13,7 @@ from obsgen import config, pipeline, promtool, registry, targets
 from .golden import assert_golden
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "targets"
-FAMILIES = [f.NAME for f in registry.DEFAULT_FAMILIES]
+FAMILIES = [f.NAME for f in registry.default_families()]
 
 
 def render(fmt: str) -> dict[str, str]:
