@@ -19,6 +19,10 @@ from .measures import (EVALUATION, GROUP_TARGET_MS, PANEL_TARGET_MS, STRAGGLER_T
                        naive_families, once_ms, panels_of, per_evaluation, per_series_us, sizes,
                        RECORDS, slowest_panel, suite, timed_rounds, total_ms, with_records)
 
+def yes(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
 def machine() -> dict:
     def first_line(cmd):
         try:
@@ -79,7 +83,6 @@ def markdown(results: dict) -> str:
     growth = {g: growth_exponent(small["groups"][g]["ms"], big["groups"][g]["ms"], small["ranks"], N)
               for g in og}
     worst_growth = max(growth.items(), key=lambda kv: float(kv[1]) if kv[1] != "-" else 0)
-    yes = lambda ok: "met" if ok else "**missed**"
     out += ["## Targets", "",
             f"| target (at {N:,} ranks) | measured | |", "|---|---|---|",
             f"| every rule group < 1 s | slowest: {worst_group[0]}, {fmt_ms(worst_group[1]['ms'])} ms "
@@ -204,7 +207,6 @@ def records_targets(big: dict) -> list[str]:
     if not rec:
         return []
     N = big["ranks"]
-    yes = lambda ok: "met" if ok else "**missed**"
     interval = next(iter(rec.values()))["interval"]
     worst = max([*suite(big, "obsgen").items(), *rec.items()], key=lambda kv: kv[1]["ms"])
     both = total_ms(big, "obsgen") + total_ms(big, RECORDS)

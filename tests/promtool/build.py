@@ -61,7 +61,9 @@ def _rendered(family: str) -> dict[str, str]:
 def extra_rules(family: str) -> str | None:
     """The rule file of a family the default render leaves out (panels), as the fixture
     reads it from tests/promtool/rules/; None for the others (read from rules/)."""
-    return _rendered(family)[f"rules/{family}.yaml"] if family == registry.PANEL_RECORDS else None
+    if family in {f.NAME for f in registry.default_families()}:
+        return None
+    return _rendered(family)[f"rules/{family}.yaml"]
 
 
 def rule_file(name: str) -> str:
