@@ -9,12 +9,6 @@ E2E_STAMP := $(VENV)/.installed-e2e
 BENCH_STAMP := $(VENV)/.installed-bench
 TOOLS  := promtool vmalert amtool
 E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager
-# Grafana's dashboard JSON schemas, beside the repository; renders validate against them.
-# (A git worktree sits one level deeper: look beside its parent too.)
-GRAFANA_SCHEMAS := $(firstword $(wildcard $(abspath ../shared/schemas/grafana) $(abspath ../../shared/schemas/grafana)))
-ifneq ($(wildcard $(GRAFANA_SCHEMAS)/dashboard.jsonschema.json),)
-export OBSGEN_GRAFANA_SCHEMAS := $(GRAFANA_SCHEMAS)
-endif
 
 .DEFAULT_GOAL := help
 .PHONY: help render check test e2e bench bench-scale bench-quick lint fuzz fixtures golden tools e2e-tools clean

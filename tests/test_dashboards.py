@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 from pathlib import Path
 
@@ -21,20 +20,6 @@ from .golden import assert_golden
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
 NAMES = registry.alert_names()
-# Grafana's schemas live only in ../shared beside the repository (CI clones main with
-# ../shared beside it); a git worktree sits one level deeper, so look beside its parent too.
-SCHEMA_DIRS = [ROOT.parent / "shared" / "schemas" / "grafana",
-               ROOT.parent.parent / "shared" / "schemas" / "grafana"]
-
-
-def schema_file(name: str) -> Path:
-    for d in SCHEMA_DIRS:
-        if (d / name).is_file():
-            return d / name
-    where = " or ".join(str(d) for d in SCHEMA_DIRS)
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"Grafana schema {name} not found in {where}: CI needs ../shared")
-    pytest.skip(f"Grafana schema {name} not found in {where}")
 
 
 def defaults(**dash) -> config.Config:
@@ -72,8 +57,37 @@ def all_dashboards():
 # Grafana's schema ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def validators():
-    schema_file("dashboard.jsonschema.json")  # fails under CI when missing, else skips
-    return validate.schema_validators(str(schema_file("dashboardv2.jsonschema.json").parent))
+    return validate.schema_validators(str(validate.SHIPPED))
+
+
+def test_the_shipped_schemas_are_the_ones_their_readme_names():
+    """The package carries Grafana's schemas with their license; each file's sha256 is the
+    one its README records for the upstream commit it names (a refresh updates both)."""
+    import hashlib
+    readme = (validate.SHIPPED / "README.md").read_text()
+    assert "Apache License" in (validate.SHIPPED / "LICENSE").read_text()
+    assert re.search(r"commit\s+[0-9a-f]{40}", readme)
+    for name in validate.FILES:
+        digest = hashlib.sha256((validate.SHIPPED / name).read_bytes()).hexdigest()
+        assert f"| {name} |" in readme and digest in readme, (name, digest)
+
+
+def test_renders_validate_against_the_shipped_schemas_without_any_setting(monkeypatch):
+    monkeypatch.delenv(validate.ENV, raising=False)
+    assert validate.schema_dir() == str(validate.SHIPPED)
+    doc = rendered(defaults())["dashboards/overview.json"]
+    doc["links"][0]["keepTime"] = "yes"
+    files = {"dashboards/overview.json": json.dumps(doc)}
+    problems = validate.check(files, defaults(), pipeline.families(defaults()))
+    assert problems == ["dashboards/overview.json: Grafana schema: links.0.keepTime: "
+                        "'yes' is not of type 'boolean'"], problems
+
+
+def test_a_schema_override_that_cannot_be_read_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv(validate.ENV, str(tmp_path))
+    files = {p: t for p, t in pipeline.render_all(defaults()).items() if p.endswith(".json")}
+    problems = validate.check(files, defaults(), pipeline.families(defaults()))
+    assert len(problems) == 1 and problems[0].startswith(str(tmp_path / validate.FILES[0])), problems
 
 
 @pytest.mark.parametrize("cfg,path", list(all_dashboards()))

@@ -2,9 +2,10 @@
 and Grafana's own JSON schema when a schema directory is available.
 
 Grafana's schemas (dashboard.jsonschema.json for classic dashboards,
-dashboardv2.jsonschema.json for schema v2) are not shipped with obsgen; point
-``OBSGEN_GRAFANA_SCHEMAS`` at a directory holding them (the Makefile uses the copy in
-../shared/schemas/grafana when it exists) and every render validates against them.
+dashboardv2.jsonschema.json for schema v2) ship inside the package, in
+``schemas/grafana/`` beside this module (their source and license are in its README);
+every render validates against them. ``OBSGEN_GRAFANA_SCHEMAS`` names another directory
+holding files of the same names, to validate against a newer copy.
 """
 from __future__ import annotations
 
@@ -19,14 +20,27 @@ from ..config import Config
 from . import lint
 
 ENV = "OBSGEN_GRAFANA_SCHEMAS"
+SHIPPED = Path(__file__).resolve().parent / "schemas" / "grafana"
+FILES = ("dashboard.jsonschema.json", "dashboardv2.jsonschema.json")
+
+
+class SchemaUnavailable(Exception):
+    """The schema directory (OBSGEN_GRAFANA_SCHEMAS) lacks a readable schema file."""
 
 
 @functools.lru_cache(maxsize=4)
 def schema_validators(directory: str) -> dict[str, jsonschema.Draft7Validator]:
     """Validators for classic dashboards and for the spec of v2 dashboards."""
     root = Path(directory)
-    classic = json.loads((root / "dashboard.jsonschema.json").read_text())
-    v2 = json.loads((root / "dashboardv2.jsonschema.json").read_text())
+    docs = []
+    for name in FILES:
+        try:
+            docs.append(json.loads((root / name).read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+            raise SchemaUnavailable(f"{root / name}: cannot read Grafana's schema ({ENV}="
+                                    f"{directory}): {why}") from None
+    classic, v2 = docs
     v2["$ref"] = "#/definitions/Dashboard"  # the file has no root; the spec is a Dashboard
     return {"classic": jsonschema.Draft7Validator(classic), "v2": jsonschema.Draft7Validator(v2)}
 
@@ -44,16 +58,22 @@ def dashboard_files(files: dict[str, str]) -> dict[str, dict]:
             if p.startswith("dashboards/") and p.endswith(".json")}
 
 
+def schema_dir() -> str:
+    """The directory the schemas are read from: OBSGEN_GRAFANA_SCHEMAS, else the package's."""
+    return os.environ.get(ENV) or str(SHIPPED)
+
+
 def check(files: dict[str, str], cfg: Config, families) -> list[str]:
     docs = dashboard_files(files)
     if not docs:
         return []
     problems = []
     ctx = lint.Context.of(cfg, families)
-    directory = os.environ.get(ENV)
-    validators = schema_validators(directory) if directory else None
+    try:
+        validators = schema_validators(schema_dir())
+    except SchemaUnavailable as exc:
+        return [str(exc)]
     for path, doc in sorted(docs.items()):
         problems += [f"{path}: lint: {p}" for p in lint.lint(doc, ctx)]
-        if validators:
-            problems += [f"{path}: Grafana schema: {p}" for p in schema_problems(doc, validators)]
+        problems += [f"{path}: Grafana schema: {p}" for p in schema_problems(doc, validators)]
     return problems
