@@ -1,5 +1,5 @@
 """The naive suite the scale benchmark compares obsgen with: the reference document's
-alert rules (distributed-training-observability.txt, section 12), verbatim, with the one
+alert rules (section 12, carried in benchmarks/reference/section-12.txt), verbatim, with the one
 change that lets them evaluate at all.
 
 The document's persistent-straggler rule compares per-rank maxima with the per-job
