@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import config, output, pipeline, promtool, registry, targets
+from . import config, output, pipeline, promtool, registry, targets, userfile
 from .nccl import exporter as nccl_exporter
 from .passes import DefinitionError
 from .simulate import command as simulate
@@ -17,6 +17,8 @@ from .simulate import command as simulate
 
 def _load(args) -> config.Config:
     cfg = config.load(args.config, alert_names=registry.alert_names())
+    for note in cfg.notes:
+        print(note, file=sys.stderr)
     if getattr(args, "format", None):
         cfg.data["format"] = args.format
     return cfg
@@ -24,6 +26,7 @@ def _load(args) -> config.Config:
 
 def cmd_render(args) -> int:
     cfg = _load(args)
+    userfile.check_output_dir(args.out, "--out")
     files = pipeline.render_all(cfg)
     pipeline.validate(files, cfg)  # promtool and schema checks before anything is written
     plan = output.write(files, Path(args.out))
@@ -40,6 +43,7 @@ def cmd_render(args) -> int:
 
 def cmd_check(args) -> int:
     files = pipeline.render_all(_load(args))
+    userfile.check_output_dir(args.out, "--out")
     out = Path(args.out)
     if (out / output.JOURNAL).exists():
         with output.locked(out):
@@ -151,8 +155,15 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.problems:
             print(line, file=sys.stderr)
         return 2
+    except userfile.InputError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     except (promtool.ToolMissing, FileExistsError, output.LockTimeout) as exc:
         print(f"obsgen: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path the checks above could not foresee (a full disk, a race)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"obsgen: {where}{(exc.strerror or str(exc)).lower()}", file=sys.stderr)
         return 2
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from . import contract
+from . import contract, userfile
 
 DEFAULTS: dict[str, Any] = {
     # Name presets of real exporters, applied in order (obsgen.presets): default, megatron-otel, dcgm.
@@ -231,6 +231,7 @@ def duration(secs: float) -> str:
 class Config:
     data: dict[str, Any]
     source: str
+    notes: tuple[str, ...] = ()  # said once on stderr by the command (an empty file)
 
     def __getitem__(self, key: str) -> Any:
         return self.data[key]
@@ -416,29 +417,33 @@ def defaults() -> Config:
     return Config(copy.deepcopy(DEFAULTS), "(defaults)")
 
 
+CONFIG_LIMIT = 1 << 20  # bytes of a config file read at most (one is a few kilobytes)
+
+
 def load(path: str | Path | None = None, alert_names: list[str] | None = None) -> Config:
-    """Load ``path`` (or the defaults when it is None and obsgen.yaml does not exist)."""
+    """Load ``path`` (or the defaults when it is None and obsgen.yaml does not exist).
+
+    A file that cannot be a config (see obsgen.userfile: missing, a directory, unreadable,
+    too large, not UTF-8, NUL bytes, YAML too deep, an alias bomb, object tags) raises
+    ConfigError with one line. An empty file (or only comments) is the defaults, and the
+    returned config's ``notes`` say so."""
     if path is None:
         path = DEFAULT_PATH if Path(DEFAULT_PATH).exists() else None
     if path is None:
         return defaults()
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([f"{source}: cannot read: {exc.strerror}"]) from None
-    try:
-        user = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no Python objects
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f"line {mark.line + 1}" if mark else "(top level)"
-        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError([f"{source}: {where}: invalid YAML: {what}"]) from None
+        text = userfile.read_text(path, limit=CONFIG_LIMIT)
+        user = userfile.load_yaml(text, source, _UniqueKeyLoader)  # safe: no Python objects
+    except userfile.InputError as exc:
+        raise ConfigError([str(exc)]) from None
+    notes: tuple[str, ...] = ()
     if user is None:
         user = {}
+        notes = (f"{source}: holds no settings; the defaults apply",)
     if not isinstance(user, dict):
         raise ConfigError([f"{source}: (top level): must be a mapping, got {type(user).__name__}"])
     problems = validate(user, source, alert_names)
     if problems:
         raise ConfigError(problems)
-    return Config(_merge(DEFAULTS, user), source)
+    return Config(_merge(DEFAULTS, user), source, notes)

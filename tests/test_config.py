@@ -76,7 +76,7 @@ BAD = {
         "obsgen.yaml: family_intervals: must be one of stragglers, gradients, pipeline, checkpoints, ranks, gpus, fabric, recovery, progress, nccl, panels, got 'bubbles'"),
     "a Python object tag is refused (safe loading only)": (
         "thresholds: !!python/object/apply:os.system ['true']\n",
-        "obsgen.yaml: line 1: invalid YAML: could not determine a constructor for the tag"),
+        "obsgen.yaml: line 1: YAML tag 'tag:yaml.org,2002:python/object/apply:os.system' is refused"),
 }
 
 

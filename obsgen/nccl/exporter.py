@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import userfile
 from .align import Aligner
 from .follow import Follower
 from .groups import PREFIX, GroupMapError, Resolver, Rule, UNKNOWN, read_group_map
@@ -37,6 +38,7 @@ from .metrics import Collector, Store
 log = logging.getLogger("obsgen.nccl")
 STATE_VERSION = 1
 STATE_NAME = ".obsgen-nccl-exporter.state.json"
+STATE_LIMIT = 256 << 20  # bytes of a state file read at most (offsets and counters)
 MAX_STREAMS = 100_000  # (process, communicator) pairs remembered; oldest dropped
 
 
@@ -100,30 +102,39 @@ class Exporter:
     # state ------------------------------------------------------------------------
     def _load_state(self) -> None:
         path = self.opts.state_file
-        try:
-            doc = json.loads(path.read_text())
-        except FileNotFoundError:
+        if not path.exists():
             return
-        except (OSError, ValueError) as exc:
-            log.warning("%s: unreadable state, starting from the files' beginning: %s", path, exc)
+        try:
+            doc = userfile.load_json(userfile.read_text(path, limit=STATE_LIMIT), str(path))
+            if not isinstance(doc, dict):
+                raise userfile.InputError(f"{path}: not a state file (a JSON object)")
+        except userfile.InputError as exc:
+            log.warning("%s; starting from the files' beginning", exc)
             return
         if doc.get("version") != STATE_VERSION:
             log.warning("%s: state version %r, expected %r; ignored", path, doc.get("version"),
                         STATE_VERSION)
             return
-        saved_job = doc["metrics"].get("job_id")
-        if not self._job_fixed and saved_job not in (None, UNKNOWN):
-            self.store.job_id = saved_job
-            self._job_fixed = True
-        if saved_job != self.store.job_id:
-            log.warning("%s: state of job %r, not %r; ignored (the files are read again)",
-                        path, saved_job, self.store.job_id)
+        try:
+            saved_job = doc["metrics"].get("job_id")
+            files = list(doc["files"])
+            saved_sn = {(k[0], int(k[1]), k[2], k[3]): int(v) for k, v in doc["last_sn"]}
+            if not self._job_fixed and saved_job not in (None, UNKNOWN):
+                self.store.job_id = saved_job
+                self._job_fixed = True
+            if saved_job != self.store.job_id:
+                log.warning("%s: state of job %r, not %r; ignored (the files are read again)",
+                            path, saved_job, self.store.job_id)
+                return
+            self.follower.restore(files)
+            self.store.restore(doc["metrics"])
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            log.warning("%s: malformed state (%s: %s); starting from the files' beginning",
+                        path, type(exc).__name__, exc)
+            self.follower.restore([])
             return
-        self.store.restore(doc["metrics"])
-        self.follower.restore(doc["files"])
-        self._saved_sn = {(k[0], int(k[1]), k[2], k[3]): int(v) for k, v in doc["last_sn"]}
-        log.info("%s: resumed %d files and %d records", path, len(doc["files"]),
-                 self.store.records)
+        self._saved_sn = saved_sn
+        log.info("%s: resumed %d files and %d records", path, len(files), self.store.records)
 
     def save_state(self) -> None:
         """Offsets, sequence numbers and counters, written atomically (temp + rename)."""
@@ -153,12 +164,12 @@ class Exporter:
         try:
             entries = [e for e in os.scandir(self.opts.map_dir)
                        if e.name.startswith(PREFIX) and e.name.endswith(".json")]
-        except FileNotFoundError:
+        except OSError:  # not there yet, or not listable now: the follower says which
             return
         for e in entries:
             try:
                 st = e.stat()
-            except FileNotFoundError:
+            except OSError:
                 continue
             sig = (st.st_mtime_ns, st.st_size)
             if self._maps.get(e.path) == sig or (e.path, *sig) in self._bad_maps:
@@ -337,6 +348,14 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     opts = options(args)
+    try:
+        userfile.check_dir(opts.dump_dir, "--dump-dir")
+        userfile.check_dir(opts.map_dir, "--group-map-dir")
+        if opts.state_file.is_dir():
+            raise userfile.InputError(f"{opts.state_file}: --state-file: is a directory")
+    except userfile.InputError as exc:
+        print(f"obsgen nccl-exporter: {exc}", file=sys.stderr)
+        return 2
     exporter = Exporter(opts)
     registry = CollectorRegistry()
     registry.register(Collector(exporter.store))

@@ -24,11 +24,13 @@ already read and is ignored.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+log = logging.getLogger("obsgen.nccl")
 FINGERPRINT = 64  # bytes at the start of a file that identify its content
 MAX_LINE = 1 << 20  # a "line" longer than this is not an Inspector record
 
@@ -54,6 +56,7 @@ class Follower:
         self.files: dict[tuple[int, int], _File] = {}
         self._restored: dict[tuple[int, int], dict] = {}
         self.cut_lines = 0  # cut-off lines dropped since the last take_cut_lines()
+        self.problem: OSError | None = None  # why the directory could not be listed
 
     # state ------------------------------------------------------------------------
     def state(self) -> list[dict]:
@@ -77,12 +80,19 @@ class Follower:
             f.seen_at_scan = False
         try:
             entries = list(os.scandir(self.directory))
+            self.problem = None
         except FileNotFoundError:
+            entries = []  # the job has not created it yet
+        except OSError as exc:  # replaced by a file, permissions taken away: wait for it
             entries = []
+            if self.problem is None:
+                log.warning("%s: cannot list the dump directory (%s); retrying at each poll",
+                            self.directory, exc.strerror or exc)
+            self.problem = exc
         for entry in entries:
             try:
                 st = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
+            except OSError:
                 continue
             if not entry.is_file(follow_symlinks=False):
                 continue

@@ -58,8 +58,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from .. import userfile
+
 FORMAT = "obsgen.nccl.groups/v1"
 PREFIX = "obsgen-groups-"
+MAP_LIMIT = 16 << 20  # bytes of a group map read at most (one process's groups)
 UNKNOWN = "unknown"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 COMM_RE = re.compile(r"^0x[0-9a-f]{1,16}$")
@@ -141,9 +144,9 @@ class ProcessMap:
 def read_group_map(path: str | os.PathLike) -> ProcessMap:
     """Parse one group map file; GroupMapError names what is wrong."""
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise GroupMapError(f"{path}: cannot read: {exc}") from None
+        doc = userfile.load_json(userfile.read_text(path, limit=MAP_LIMIT), str(path))
+    except userfile.InputError as exc:
+        raise GroupMapError(str(exc)) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise GroupMapError(f"{path}: not an {FORMAT} file")
     try:

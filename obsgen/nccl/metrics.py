@@ -186,9 +186,11 @@ class Store:
             g.skew.counts, g.skew.sum = list(sc), float(ssum)
             g.tail.counts, g.tail.sum = list(tc), float(tsum)
             groups[tuple(k)] = g
+        records, parse_errors = int(snap["records"]), int(snap["parse_errors"])
+        incomplete = {str(k): int(v) for k, v in snap["incomplete"].items()}
+        # all or nothing: a snapshot that fails above leaves the store as it was
         self.ranks, self.groups, self.alignment = ranks, groups, alignment
-        self.records, self.parse_errors = int(snap["records"]), int(snap["parse_errors"])
-        self.incomplete = {str(k): int(v) for k, v in snap["incomplete"].items()}
+        self.records, self.parse_errors, self.incomplete = records, parse_errors, incomplete
 
 
 def _hist_buckets(counts: list[int], bounds: tuple) -> list[tuple[str, float]]:

@@ -6,7 +6,7 @@ import signal
 import threading
 from pathlib import Path
 
-from .. import config, registry, timescale
+from .. import config, registry, timescale, userfile
 from . import prometheus, scenarios
 from .server import TARGETS, Simulator
 
@@ -69,11 +69,15 @@ def main(args) -> int:
             print(f"{name:20} {sc.help}")
         return 0
     names, speed = _names(args), _speed(args)
+    for flag in ("prometheus_config", "port_file", "file_sd"):
+        if getattr(args, flag):
+            userfile.check_output_file(getattr(args, flag), "--" + flag.replace("_", "-"))
     if speed <= 0:
         raise config.ConfigError([f"--speed: must be > 0, got {speed:g}"])
     jobs = [scenarios.job(n, job_id=args.job_id, ranks=args.ranks, seed=i + 1, subnet=i)
             for i, n in enumerate(names)]
     if args.prometheus_config:
+        userfile.check_dir(args.rules, "--rules", must_exist=True)
         rules = sorted(str(p.resolve()) for p in Path(args.rules).glob("*.yaml"))
         doc = prometheus.config(f"http://{args.addr}:{args.port}/sd", speed, rules)
         Path(args.prometheus_config).write_text(prometheus.dump(doc))
