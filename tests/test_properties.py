@@ -1,6 +1,9 @@
 """Property-based tests: any valid config renders rules promtool accepts; any invalid one
 is refused with one line per problem, no traceback, and nothing written.
 
+Configs are generated as text and as bytes (any bytes, and valid configs with bytes put
+in: invalid UTF-8, NUL, YAML syntax, alias bombs, deep nesting, object tags).
+
 `make test` runs 200 examples of each property (derandomized, so CI is repeatable);
 `make fuzz` runs 5,000 with fresh randomness (OBSGEN_FUZZ=1). promtool runs once over the
 rule files of every valid example, after they were all rendered.
@@ -215,6 +218,42 @@ def test_arbitrary_text_never_crashes_or_writes(tmp_path_factory, raw):
     out = tmp / "out"
     code, err = _render(cfg_file, out)
     if code == 0:  # the text happened to be a valid config (empty, a comment, "{}")
+        return
+    assert code == 2 and err and all(l.startswith(f"{cfg_file}: ") for l in err), err
+    assert not out.exists()
+
+
+HOSTILE = [b"[" * 5000 + b"]" * 5000, b"a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+           b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+           b"metrics: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n",
+           b"x: !!python/object/apply:os.system [true]\n", b"\xef\xbb\xbf", b"\x00", b"\xff",
+           b"\r\n", b"*", b"&", b"!!binary", b": ", b"- ", b"{", b"'", b'"', b"%YAML 1.1\n"]
+
+
+@st.composite
+def config_bytes(draw) -> bytes:
+    """Bytes a config file may hold: any bytes; a valid config with bytes put in, cut out or
+    replaced (invalid UTF-8, NUL, YAML's own syntax, bombs and tags among them)."""
+    if draw(st.booleans()):
+        return draw(st.binary(max_size=300))
+    data = bytearray(yaml.safe_dump(draw(valid_configs()), allow_unicode=True).encode())
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(data)))
+        piece = draw(st.one_of(st.binary(min_size=1, max_size=8), st.sampled_from(HOSTILE)))
+        cut = draw(st.integers(0, 4))
+        data[at:at + cut] = piece
+    return bytes(data)
+
+
+@SETTINGS
+@given(config_bytes())
+def test_arbitrary_bytes_never_crash_or_write(tmp_path_factory, raw):
+    tmp = tmp_path_factory.mktemp("bytes")
+    cfg_file = tmp / "obsgen.yaml"
+    cfg_file.write_bytes(raw)
+    out = tmp / "out"
+    code, err = _render(cfg_file, out)
+    if code == 0:  # still a valid config (the bytes landed in a comment or a value)
         return
     assert code == 2 and err and all(l.startswith(f"{cfg_file}: ") for l in err), err
     assert not out.exists()
