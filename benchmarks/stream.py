@@ -247,7 +247,7 @@ NAIVE_JOB_SERIES = ("expected_rank_count", "job_id_theoretical_bubble")
 
 class Timeline:
     """The job-level course of the run at every scrape from its start: steps per scrape,
-    step wall time, checkpoints; the same bookkeeping as ``synth._Sim.advance``."""
+    step wall time, checkpoints; the same bookkeeping as ``synth.sim._Sim.advance``."""
 
     def __init__(self, b: Bench):
         j, sim = b.job, b.sim

@@ -1,0 +1,91 @@
+"""Faults a synthetic job can be given (``Job.faults``): slow ranks, gradient trouble,
+pipeline bubbles, stalled checkpoints, lost ranks, restarts, and the NCCL sidecar's own
+restarts."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SlowRank:
+    """``rank`` computes ``factor`` times slower from ``start`` until ``end``."""
+    rank: int
+    factor: float = 1.2
+    start: float = 0.0
+    end: float = math.inf
+
+
+@dataclass(frozen=True)
+class RotatingSlow:
+    """A different rank is slow every ``period`` seconds (ranks in ``order``, cycling)."""
+    factor: float = 1.2
+    period: float = 300.0
+    start: float = 0.0
+    end: float = math.inf
+    order: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class GradSpike:
+    factor: float = 40.0
+    start: float = 0.0
+    duration: float = 120.0
+
+
+@dataclass(frozen=True)
+class GradNaN:
+    """The gradient norm (``grad``) and/or the loss (``loss``) become ``value`` (NaN, or
+    Inf for an overflow) from ``start`` for ``duration`` seconds."""
+    start: float = 0.0
+    duration: float = math.inf
+    value: float = math.nan
+    grad: bool = True
+    loss: bool = False
+
+
+@dataclass(frozen=True)
+class GradVanish:
+    start: float = 0.0
+    value: float = 1e-5
+
+
+@dataclass(frozen=True)
+class StageBubble:
+    """Pipeline stage ``stage`` idles ``bubble`` of each step from ``start``."""
+    stage: int
+    bubble: float = 0.45
+    start: float = 0.0
+
+
+@dataclass(frozen=True)
+class CheckpointStall:
+    """No checkpoint completes after ``start``."""
+    start: float = 0.0
+
+
+@dataclass(frozen=True)
+class RankLoss:
+    """``ranks`` vanish at ``at``; the others hang in their next collective (``hang``) or
+    keep training (an exporter failure or an elastic job)."""
+    ranks: tuple[int, ...]
+    at: float = 0.0
+    hang: bool = True
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Every process exits at ``at`` and the job comes back ``gap`` seconds later from its
+    last checkpoint: new processes, new instances, counters from zero."""
+    at: float
+    gap: float = 180.0
+
+
+@dataclass(frozen=True)
+class ExporterRestart:
+    """The NCCL sidecar exits at ``at`` and comes back ``gap`` seconds later without its
+    saved state: its counters start from zero (the training goes on)."""
+    at: float
+    gap: float = 60.0
+
+

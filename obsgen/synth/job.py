@@ -1,0 +1,110 @@
+"""A synthetic job's shape and settings (``Job``), its NCCL sidecar (``NcclExporter``), and
+what one scrape returns (``Scrape``)."""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator
+
+STALE = "stale"
+
+if TYPE_CHECKING:
+    from .sim import _Sim
+
+
+@dataclass(frozen=True)
+class NcclExporter:
+    """``obsgen nccl-exporter`` on every node, aligning the node's ranks (one ``group``
+    communicator per node) in ``aligned_per_step`` collectives of each step."""
+    group: str = "tp"
+    op: str = "AllReduce"
+    aligned_per_step: int = 4
+    bytes_per_collective: float = float(64 << 20)
+    resolution: float = 25e-6  # the exporter's --arrival-resolution-us, in seconds
+    scrape_job: str = "nccl-exporter"
+    port: int = 9410
+
+
+def gpu_uuid(node: str, gpu: int) -> str:
+    """A stable GPU UUID in NVML's format (GPU-8-4-4-4-12 hex digits) for GPU ``gpu`` of
+    host ``node``: the job's ``train_rank_gpu_info`` and synth_hw's dcgm-exporter agree."""
+    h = hashlib.md5(f"{node}/{gpu}".encode()).hexdigest()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+# Job ----------------------------------------------------------------------------------
+@dataclass
+class Job:
+    job_id: str = "job-a"
+    ranks: int = 8
+    ranks_per_node: int = 4
+    pp: int = 1  # pipeline-parallel size; ranks are split into pp stages in order
+    microbatches: int = 8
+    stage_compute: tuple[float, ...] = ()  # relative compute of each stage (default equal)
+    emit_pipeline: bool | None = None  # export pipeline_stage_seconds (default: when pp > 1)
+    step_seconds: float = 1.5  # healthy step wall time
+    compute_share: float = 0.8  # share of the healthy step spent in local compute
+    noise: float = 0.03  # relative per-step compute noise
+    rank_spread: float = 0.01  # persistent relative speed differences between ranks
+    warmup: float = 180.0  # seconds of slower steps after every (re)start
+    warmup_factor: float = 1.4
+    grad_norm: float = 1.0
+    grad_noise: float = 0.1
+    loss: float = 2.2
+    planned_steps: int = 1_000_000
+    checkpoint_every: float = 600.0
+    checkpoint_cost: float = 20.0
+    grad_bytes: float = 2.8e8  # bytes each rank all-reduces per step in the dp group
+    # Other parallelisms' collectives, per rank and step: (op, group, bytes, seconds), e.g.
+    # ("AllToAll", "ep", 6e7, 0.02). Deterministic (no noise), so adding them changes
+    # nothing else a job emits.
+    collectives: tuple[tuple[str, str, float, float], ...] = ()
+    experts: int = 0  # MoE experts, spread over the ranks; tokens_per_step routed per step
+    tokens_per_step: float = 4.0e6
+    exposed_share: float | None = None  # export exposed communication: this share of the wait
+    planned_end: float | None = None  # export the planned end (seconds after start)
+    gpu_info: bool = False  # export train_rank_gpu_info (one GPU UUID per rank)
+    grad_from_all_ranks: bool = False  # like Megatron: only the last rank reports by default
+    start: float = 0.0
+    init: float = 0.0  # seconds after start before the first step (metrics already served)
+    stop: float = math.inf  # the job (all ranks) exits at this time without completing
+    subnet: int = 0  # keeps the pod addresses of several jobs apart
+    scrape: float = 30.0
+    scrape_job: str = "training"
+    seed: int = 1
+    faults: tuple = ()
+    nccl: NcclExporter | None = None  # serve the NCCL sidecar's series too
+
+    def run(self, until: float) -> Iterator["Scrape"]:
+        from .sim import _Sim
+        return _Sim(self).run(until)
+
+    def live(self) -> "_Sim":
+        """A simulation to drive scrape by scrape: ``sim.scrape_at(t)`` with increasing t."""
+        from .sim import _Sim
+        return _Sim(self)
+
+    def physics(self) -> "_Sim":
+        """The job's model without running it: rank speeds (``compute_mean``), stages
+        (``stage_of``), the bubble, faults and the scrape labels of a rank (``labels``).
+        For generators that stream far more ranks than ``run`` can hold, e.g.
+        benchmarks/stream.py."""
+        from .sim import _Sim
+        return _Sim(self)
+
+    def compute_means(self, t: float) -> list[float]:
+        """Noise-free mean compute time of every rank at ``t`` (no restart considered):
+        the ground truth the straggler rules estimate."""
+        from .sim import _Sim
+        sim = _Sim(self)
+        return [sim.compute_mean(r, t) for r in range(self.ranks)]
+
+
+@dataclass
+class Scrape:
+    """Samples of one scrape time: series labels (sorted tuple of pairs, with __name__)
+    to a float, or to STALE for a series that vanished since the last scrape."""
+    time: float
+    samples: dict[tuple, float | str] = field(default_factory=dict)
+

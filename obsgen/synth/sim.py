@@ -1,0 +1,242 @@
+"""The simulation of a synthetic job: rank speeds, faults, restarts, checkpoints, and
+the training done between two scrapes (``advance``), one ``Scrape`` per call of
+``scrape_at``. What the ranks publish is ``emit._Emit``'s; the NCCL sidecar is
+``sidecar._Sidecar``'s."""
+from __future__ import annotations
+
+import math
+import random
+from typing import Iterator
+
+from ..contract import M
+from .emit import _Emit
+from .faults import (CheckpointStall, GradNaN, GradSpike, GradVanish, RankLoss, Restart,
+                     RotatingSlow, SlowRank, StageBubble)
+from .job import STALE, Job, Scrape
+from .sidecar import _Sidecar
+
+
+class _Sim(_Emit, _Sidecar):
+    def __init__(self, job: Job):
+        self.j = job
+        self.rng = random.Random(job.seed)
+        self.offsets = [1.0 + self.rng.gauss(0, job.rank_spread) for _ in range(job.ranks)]
+        self.gen = 0  # restart generation
+        self.step = 0
+        self.step_frac = 0.0
+        self.proc_start = job.start
+        self.last_ckpt_time = job.start
+        self.last_ckpt_step = 0
+        self.next_ckpt = job.start + job.checkpoint_every
+        self.ckpt_busy_until = -1.0
+        self.completed_at: float | None = None
+        self.pending_ckpt: float | None = None
+        self.counters: list[dict[tuple, float]] = [{} for _ in range(job.ranks)]
+        self.live: set[tuple] = set()
+        self._base: dict[tuple[int, int], dict[str, str]] = {}
+        self._keys: dict[tuple, tuple] = {}
+        # NCCL sidecar: its own random stream, so jobs without it draw exactly as before.
+        self.nrng = random.Random(job.seed * 7919 + 17)
+        self.ncounters: dict[tuple, float] = {}
+        self.exporter_gen = 0
+        self.t_prev: float | None = None  # time of the previous scrape
+
+    # physics --------------------------------------------------------------------------
+    def stage_of(self, rank: int) -> int:
+        return rank * self.j.pp // self.j.ranks
+
+    def slow_factor(self, rank: int, t: float) -> float:
+        f = 1.0
+        for fault in self.j.faults:
+            if isinstance(fault, SlowRank) and fault.rank == rank and fault.start <= t < fault.end:
+                f *= fault.factor
+            elif isinstance(fault, RotatingSlow) and fault.start <= t < fault.end:
+                order = fault.order or tuple(range(self.j.ranks))
+                if order[int((t - fault.start) // fault.period) % len(order)] == rank:
+                    f *= fault.factor
+        return f
+
+    def warm(self, t: float) -> float:
+        first_step = self.proc_start + (self.j.init if self.gen == 0 else 0.0)
+        return self.j.warmup_factor if t - first_step < self.j.warmup else 1.0
+
+    def compute_mean(self, rank: int, t: float) -> float:
+        j = self.j
+        stage = j.stage_compute[self.stage_of(rank)] if j.stage_compute else 1.0
+        return (j.step_seconds * j.compute_share * stage * self.offsets[rank]
+                * self.slow_factor(rank, t) * self.warm(t))
+
+    def bubble(self, stage: int, t: float) -> float:
+        j = self.j
+        b = (j.pp - 1) / (j.microbatches + j.pp - 1) if j.pp > 1 else 0.0
+        for fault in j.faults:
+            if isinstance(fault, StageBubble) and fault.stage == stage and t >= fault.start:
+                b = fault.bubble
+        return b
+
+    def grad_norm(self, t: float) -> float:
+        j = self.j
+        v = j.grad_norm * (1 + 9 * math.exp(-(t - j.start) / 120.0))  # large early norm
+        v *= max(0.5, 1 + self.rng.gauss(0, j.grad_noise))
+        for fault in j.faults:
+            if isinstance(fault, GradSpike) and fault.start <= t < fault.start + fault.duration:
+                v = j.grad_norm * fault.factor * (1 + self.rng.gauss(0, 0.02))
+            elif isinstance(fault, GradVanish) and t >= fault.start:
+                v = fault.value * (1 + self.rng.gauss(0, j.grad_noise))
+            elif (isinstance(fault, GradNaN) and fault.grad
+                  and fault.start <= t < fault.start + fault.duration):
+                v = fault.value
+        return v
+
+    def loss(self, t: float) -> float:
+        j = self.j
+        v = j.loss + 8.0 * math.exp(-(t - j.start) / 900.0) + self.rng.gauss(0, 0.02)
+        for fault in j.faults:
+            if isinstance(fault, GradNaN) and fault.loss and fault.start <= t < fault.start + fault.duration:
+                v = fault.value
+        return v
+
+    # state ----------------------------------------------------------------------------
+    def lost(self, rank: int, t: float) -> bool:
+        return any(isinstance(f, RankLoss) and rank in f.ranks and t >= f.at for f in self.j.faults)
+
+    def hung(self, t: float) -> bool:
+        return any(isinstance(f, RankLoss) and f.hang and t >= f.at for f in self.j.faults)
+
+    def down(self, t: float) -> bool:
+        if t < self.j.start or t >= self.j.stop:
+            return True
+        if self.completed_at is not None and t > self.completed_at:
+            return True
+        return any(isinstance(f, Restart) and f.at <= t < f.at + f.gap for f in self.j.faults)
+
+    def restart_if_due(self, t: float) -> None:
+        # The latest due restart starts the new processes (with several restarts, not the
+        # first one listed); restarts that came and went between two scrapes still count.
+        due = [f for f in self.j.faults if isinstance(f, Restart) and f.at + f.gap <= t]
+        if self.gen < len(due):
+            f = max(due, key=lambda f: f.at + f.gap)
+            self.gen = len(due)
+            for c in self.counters:
+                c.clear()
+            self.ncounters.clear()
+            self.proc_start = f.at + f.gap
+            self.step = self.last_ckpt_step
+            self.step_frac = 0.0
+            self.next_ckpt = self.proc_start + self.j.checkpoint_every
+            self.ckpt_busy_until = -1.0
+
+    def _restarts_before(self, t: float) -> int:
+        return sum(1 for f in self.j.faults if isinstance(f, Restart) and f.at + f.gap <= t)
+
+    def stalled(self, t: float) -> bool:
+        return any(isinstance(f, CheckpointStall) and t >= f.start for f in self.j.faults)
+
+    # one scrape interval ----------------------------------------------------------------
+    def advance(self, t0: float, t1: float) -> None:
+        """Train from t0 to t1 and update every counter."""
+        j = self.j
+        if self.down(t0) or self.hung(t0):
+            return
+        avail = t1 - max(t0, j.start + j.init)
+        if avail <= 0:
+            return
+        # Checkpoints stop training while they are written.
+        if self.ckpt_busy_until > t0:
+            avail -= min(self.ckpt_busy_until, t1) - t0
+        if t0 <= self.next_ckpt < t1 and not self.stalled(self.next_ckpt):
+            busy_end = self.next_ckpt + j.checkpoint_cost
+            avail -= min(busy_end, t1) - self.next_ckpt
+            self.ckpt_busy_until = busy_end
+            self.pending_ckpt = busy_end
+            self.next_ckpt += j.checkpoint_every
+        elif t0 <= self.next_ckpt < t1:
+            self.next_ckpt += j.checkpoint_every
+        done = self.pending_ckpt
+        if done is not None and done <= t1:
+            self.pending_ckpt = None
+            self.last_ckpt_time = done
+            self.last_ckpt_step = self.step
+            for r in range(j.ranks):
+                self._inc(r, M.train_checkpoint_total.key, 1)
+                self._inc(r, M.train_checkpoint_seconds_total.key, j.checkpoint_cost)
+        avail = max(0.0, avail)
+        tm = (t0 + t1) / 2
+        means = [self.compute_mean(r, tm) for r in range(j.ranks)]
+        comm = j.step_seconds * (1 - j.compute_share)
+        wall = max(means) * (1 + 1.4 * j.noise) + comm  # the slowest rank sets the pace
+        self.step_frac += avail / wall
+        n = int(self.step_frac)
+        self.step_frac -= n
+        if n == 0:
+            return
+        if self.step + n >= j.planned_steps:
+            n = j.planned_steps - self.step
+            self.completed_at = t1
+        self.step += n
+        if j.nccl is not None and not self.exporter_down(t1):
+            self.nccl_advance(n, means, tm)
+        for r in range(j.ranks):
+            if self.lost(r, tm):
+                continue
+            mean = means[r]
+            noisy = lambda m: n * m * (1 + j.noise * self.rng.gauss(0, 1) / math.sqrt(n))
+            self._observe(r, M.train_compute_seconds.key, n, noisy(mean), mean, mean * j.noise)
+            self._observe(r, M.train_step_seconds.key, n, n * wall, wall, wall * 0.002)
+            coll = max(wall - mean, 1e-4)
+            self._observe(r, M.nccl_collective_duration_seconds.key, n, noisy(coll), coll,
+                          coll * j.noise, op="AllReduce", group="dp")
+            self._inc(r, M.nccl_collective_bytes_total.key, n * j.grad_bytes, op="AllReduce",
+                      group="dp")
+            self._other_parallelisms(r, n, coll)
+            if j.emit_pipeline or (j.emit_pipeline is None and j.pp > 1):
+                # Without pipeline parallelism the stage is busy for its compute only.
+                busy = wall * (1 - self.bubble(self.stage_of(r), tm)) if j.pp > 1 else mean
+                self._observe(r, M.pipeline_stage_seconds.key, n, noisy(busy / 3), busy / 3,
+                              busy / 3 * j.noise, phase="forward")
+                self._observe(r, M.pipeline_stage_seconds.key, n, noisy(2 * busy / 3), 2 * busy / 3,
+                              2 * busy / 3 * j.noise, phase="backward")
+
+    def _host(self, rank: int) -> int:
+        """Index of the host a rank's process runs on now: each restart's processes come up
+        on the hosts after the previous generation's."""
+        j = self.j
+        return rank // j.ranks_per_node + self.gen * -(-j.ranks // j.ranks_per_node)
+
+    def _node_name(self, rank: int) -> str:
+        """The host a rank's process runs on now, as its series and the exporter name it."""
+        return f"gpu-node-{self._host(rank):03d}"
+
+    def scrape_at(self, t: float) -> Scrape:
+        """The scrape at time ``t`` (later than the previous call's): the job trains from the
+        previous scrape time to ``t``. ``run`` calls it every ``scrape`` seconds; the live
+        simulator (``obsgen simulate``) calls it at whatever times the wall clock gives."""
+        j = self.j
+        self.restart_if_due(t)
+        if not self.down(t):
+            self.init_counters()
+        scrape = Scrape(t)
+        if not self.down(t) and t > j.start:
+            self.advance(j.start if self.t_prev is None else self.t_prev, t)
+        self.t_prev = t
+        now: set[tuple] = set()
+        if not self.down(t):
+            grad, loss = self.grad_norm(t), self.loss(t)  # global values, one per step
+            for r in range(j.ranks):
+                if self.lost(r, t):
+                    continue
+                scrape.samples.update(self.gauges(r, grad, loss))
+                scrape.samples.update(self.counters[r])
+            if j.nccl is not None and not self.exporter_down(t):
+                scrape.samples.update(self.nccl_samples())
+            now = set(scrape.samples)
+        for key in self.live - now:
+            scrape.samples[key] = STALE
+        self.live = now
+        return scrape
+
+    def run(self, until: float) -> Iterator[Scrape]:
+        t = self.j.start
+        while t <= until + 1e-9:
+            yield self.scrape_at(t)
+            t += self.j.scrape
