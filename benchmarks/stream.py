@@ -103,7 +103,7 @@ class Bench:
     def job(self) -> synth.Job:
         return synth.Job(
             job_id=self.job_id, ranks=self.ranks, ranks_per_node=self.ranks_per_node,
-            pp=self.pp, microbatches=self.microbatches, start=float(self.start),
+            pp=self.pp, tp=self.tp, microbatches=self.microbatches, reports_mesh=True, start=float(self.start),
             checkpoint_every=600.0, checkpoint_cost=20.0, seed=self.seed,
             faults=(synth.SlowRank(self.slow_rank, 1.2, start=float(self.end - 50 * 60)),))
 
@@ -133,6 +133,7 @@ class Bench:
         return (
             Hist(M.train_step_seconds.key),
             Hist(M.train_compute_seconds.key),
+            Hist(M.train_compute_wait_seconds.key),
             Hist(M.train_exposed_comm_seconds.key),
             *(Hist(M.pipeline_stage_seconds.key, ((L.phase.key, phase),))
               for phase in ("forward", "backward") if self.pp > 1),
@@ -196,7 +197,8 @@ class Bench:
         for name in _SIDECAR_JOB:
             out[name] = 1 / self.ranks_per_node
         out[M.obsgen_nccl_alignment_incomplete_total.key] = len(self.groups) / self.ranks_per_node
-        for name in (*_RANK_GAUGES, *_RANK_COUNTERS, M.train_rank_gpu_info.key, *_DCGM):
+        for name in (*_RANK_GAUGES, *_RANK_COUNTERS, M.train_rank_gpu_info.key,
+                     M.train_rank_mesh_info.key, *_DCGM):
             out[name] = 1
         for name in _IB:
             out[name] = _HCAS / self.ranks_per_node
@@ -392,15 +394,25 @@ class Writer:
     def _walls(self) -> list[float]:
         return [self.tl.wall[self.tl.index[t]] for t in self.rank_times]
 
+    def _busy(self, rank: int) -> list[float]:
+        """The rank's noise-free busy time (its own work) at each rank-window scrape."""
+        return [row[rank] for row in self._mesh_times[0]]
+
     def _comp(self, rank: int) -> list[float]:
-        """The rank's noise-free compute mean at each rank-window scrape (cached per rank)."""
-        cache = self.__dict__.setdefault("_comp_cache", {})
-        if rank not in cache:
-            if len(cache) > 4096:
-                cache.clear()
-            sim = self.b.sim
-            cache[rank] = [sim.compute_mean(rank, t - SCRAPE / 2) for t in self.rank_times]
-        return cache[rank]
+        """The rank's noise-free compute mean at each rank-window scrape: its busy time and
+        what it waits for inside compute (its TP group, its pipeline), as obsgen.synth has it."""
+        return [row[rank] for row in self._mesh_times[1]]
+
+    @cached_property
+    def _mesh_times(self) -> tuple[list[list[float]], list[list[float]]]:
+        """Busy and compute of every rank at each rank-window scrape (the waits of a rank
+        depend on its peers' busy time: computed for all ranks at once)."""
+        sim, busy, comp = self.b.sim, [], []
+        for t in self.rank_times:
+            own = [sim.compute_mean(r, t - SCRAPE / 2) for r in range(self.b.ranks)]
+            busy.append(own)
+            comp.append(sim.computes(own))
+        return busy, comp
 
     def _means(self, h: Hist, rank: int) -> tuple[list[float], float, int]:
         """Per-observation mean at each rank-window scrape, its relative sd, and
@@ -418,6 +430,8 @@ class Writer:
         comp = self._comp(rank)
         if name == M.train_compute_seconds.key:
             return comp, noise, 1
+        if name == M.train_compute_wait_seconds.key:
+            return [c - b for c, b in zip(comp, self._busy(rank))], noise, 1
         if name == M.pipeline_stage_seconds.key:
             bub = sim.bubble(sim.stage_of(rank), self.rank_times[-1])
             share = 1 / 3 if extra[L.phase.key] == "forward" else 2 / 3
@@ -572,6 +586,11 @@ class Writer:
         for r in ranks:
             self._emit(fh, name, f'{name}{{{labels[r]},{L.UUID.key}="{_uuid(r)}"}}',
                        self._const("1", times[name]))
+        name = M.train_rank_mesh_info.key
+        for r in ranks:
+            place = "".join(f',{k}="{v}"' for k, v in b.sim.mesh.place(r).labels().items())
+            self._emit(fh, name, f'{name}{{{labels[r]}{place}}}',
+                       self._const("1", self._times(name)))
 
     def _gpus(self, fh, ranks: range, labels) -> None:
         """dcgm-exporter: one endpoint per host, one series per field and GPU."""

@@ -87,6 +87,7 @@ def cmd_plan(args) -> int:
     from .plan import Shape, report
     shape = Shape(ranks=args.ranks, pp=args.pp, tp=args.tp, ep=args.ep, experts=args.experts,
                   gpus_per_host=args.gpus_per_host, hcas_per_host=args.hcas_per_host,
+                  mesh_info=not args.no_mesh_info,
                   all_ranks_report_loss=args.all_ranks_report_loss, gpu_info=not args.no_gpu_info,
                   planned_end=args.planned_end, checkpoint_bytes=args.checkpoint_bytes,
                   sidecar=not args.no_sidecar)
@@ -113,6 +114,8 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all-ranks-report-loss", action="store_true",
                    help="every rank exports grad norm and loss (default: one rank)")
     p.add_argument("--no-gpu-info", action="store_true", help="ranks do not name their GPU")
+    p.add_argument("--no-mesh-info", action="store_true",
+                   help="ranks do not name their place in the parallel mesh")
     p.add_argument("--planned-end", action="store_true", help="the job passes a deadline")
     p.add_argument("--checkpoint-bytes", action="store_true", help="the loop reports checkpoint bytes")
     p.add_argument("--no-sidecar", action="store_true", help="no NCCL sidecar next to the ranks")

@@ -63,6 +63,17 @@ LABELS: dict[str, Label] = {
         Label("node", "host the rank runs on, where the emitter knows it (on Kubernetes the node "
                       "name from the downward API, not the pod's hostname)"),
         Label("phase", "forward or backward, on pipeline stage timings"),
+        # A rank's place in the parallel mesh (obsgen.mesh), on train_rank_mesh_info only.
+        Label("tp_rank", "position of the rank in its tensor-parallel group (0 .. TP-1)"),
+        Label("cp_rank", "position of the rank in its context-parallel group (0 .. CP-1)"),
+        Label("ep_rank", "position of the rank in its expert-parallel group (0 .. EP-1)"),
+        Label("dp_rank", "position of the rank in its data-parallel group: its replica (0 .. DP-1)"),
+        Label("tp_group", "the rank's tensor-parallel group, named by its lowest global rank"),
+        Label("cp_group", "the rank's context-parallel group, named by its lowest global rank"),
+        Label("ep_group", "the rank's expert-parallel group, named by its lowest global rank"),
+        Label("dp_group", "the rank's data-parallel group, named by its lowest global rank"),
+        Label("pp_group", "the rank's pipeline (the ranks of every stage that pass it "
+                          "activations), named by its lowest global rank"),
         Label("op", "collective operation, e.g. AllReduce, AllGather, ReduceScatter"),
         Label("group", "parallel group of a collective: dp, tp, pp, ep, cp, fsdp (or another "
                        "name the job declares), unknown when neither the job's group map nor "
@@ -171,6 +182,17 @@ METRICS: dict[str, Metric] = {
         Metric("train_exposed_comm_seconds", HISTOGRAM, _JRS, "seconds",
                "time per step the compute stream waited for communication, i.e. communication "
                "not hidden behind compute (CUDA events around the stream waits)"),
+        Metric("train_rank_mesh_info", GAUGE, ("job_id", "rank", "stage", "tp_rank", "cp_rank",
+                                               "ep_rank", "dp_rank", "tp_group", "cp_group",
+                                               "ep_group", "dp_group", "pp_group"), "info",
+               "1 per rank, naming its place in the parallel mesh: its position in each kind of "
+               "group and which group of each kind it is in (obsgen.mesh); from Megatron's "
+               "parallel_state, the job's named process groups, or the mesh sizes"),
+        Metric("train_compute_wait_seconds", HISTOGRAM, _JRS, "seconds",
+               "time of the rank's compute block (train_compute_seconds) spent in communication "
+               "it waits for: its tensor-, context- and expert-parallel collectives and pipeline "
+               "send/recv, waiting for slower peers included; the rank's busy time is its "
+               "compute minus this, which a peer that waits for a slow GPU does not share"),
         Metric("train_rank_gpu_info", GAUGE, ("job_id", "rank", "node", "UUID"), "info",
                "1 per rank, naming its host and the UUID of its GPU; joins dcgm-exporter and "
                "node_exporter series to the job's ranks"),

@@ -30,6 +30,7 @@ class Shape:
     hcas_per_host: int = 8
     all_ranks_report_loss: bool = False  # grad norm and loss from every rank, or one
     gpu_info: bool = True  # ranks name their GPU (train_rank_gpu_info), as GPU jobs do
+    mesh_info: bool = True  # ranks name their place in the mesh (train_rank_mesh_info)
     planned_end: bool = False  # the launch config passes a deadline
     checkpoint_bytes: bool = False  # the loop reports checkpoint bytes (instrument opt-in)
     sidecar: bool = True  # the NCCL sidecar runs next to the ranks
@@ -70,7 +71,7 @@ SOURCES = {contract.INSTRUMENT: TRAINING, contract.NCCL_SIDECAR: TRAINING,
 
 def _optional(m: contract.Metric, s: Shape) -> bool:
     """Series that exist only when the job uses them."""
-    return {M.train_rank_gpu_info.key: s.gpu_info,
+    return {M.train_rank_gpu_info.key: s.gpu_info, M.train_rank_mesh_info.key: s.mesh_info,
             M.train_planned_end_timestamp_seconds.key: s.planned_end,
             M.checkpoint_bytes_written_total.key: s.checkpoint_bytes}.get(m.key, True)
 

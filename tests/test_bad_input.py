@@ -311,3 +311,8 @@ def test_a_bad_state_file_is_one_warning_and_a_fresh_start(tmp_path, case, caplo
     assert len([r for r in caplog.records if str(state) in r.getMessage()]) == 1
     assert e.store.records == 0 and e.drain() > 0
 
+
+
+def test_a_simulated_mesh_the_ranks_do_not_fill_is_one_line_exit_2(tmp_path):
+    code, err, out = _run("simulate", "--ranks", "6", "--scenario", "bubble", "--duration", "0")
+    assert code == 2 and err == ["--ranks: ranks (6) must be a multiple of tp*cp*pp (4)"], err

@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from obsgen import contract
 from obsgen.contract import M
 from obsgen.instrument import Telemetry
+from obsgen.instrument.clock import union_within
 from obsgen.instrument.metrics import EMITTERS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +35,9 @@ class ManualClock:
 
     def measure(self, pairs, observe):
         observe(sum(b - a for a, b in pairs))
+
+    def measure_within(self, windows, observe):
+        observe(sum(union_within(lo, hi, iv) for lo, hi, iv in windows))
 
     def poll(self):
         pass
@@ -71,7 +75,8 @@ def test_every_instrument_metric_exists_from_start_with_the_contract_labels(tel)
     # series that exist once the loop reports them; link recoveries only NCCL itself knows
     reported_later = (M.train_grad_norm, M.train_loss, M.train_planned_end_timestamp_seconds,
                       M.train_rank_gpu_info, M.moe_expert_tokens_total, M.nccl_link_recovery_total,
-                      M.job_recovery_seconds, M.job_checkpoint_age_at_failure_seconds)
+                      M.job_recovery_seconds, M.job_checkpoint_age_at_failure_seconds,
+                      M.train_rank_mesh_info)
     for m in contract.METRICS.values():
         if m.emitter not in EMITTERS or m in reported_later:
             continue
@@ -99,20 +104,32 @@ def test_grad_norm_and_loss_appear_only_once_reported_and_keep_nan(tel):
     assert value(samples, "train_loss") == 2.5
 
 
-# events in the compute block -> (compute, exposed communication)
+# events in the compute block -> (compute, exposed communication, wait inside compute)
 COMPUTE_CASES = {
-    "compute ends when the block exits without a collective": ([("work", 5)], (5, 0)),
+    "compute ends when the block exits without a collective": ([("work", 5)], (5, 0, 0)),
     "compute ends at the first blocking dp collective, not after it": (
-        [("work", 4), ("coll dp", 7), ("work", 1)], (4, 8)),
-    "a tp collective inside compute is part of compute": ([("work", 2), ("coll tp", 3)], (5, 0)),
+        [("work", 4), ("coll dp", 7), ("work", 1)], (4, 8, 0)),
+    "a tp collective inside compute is part of compute, and the compute's wait": (
+        [("work", 2), ("coll tp", 3)], (5, 0, 3)),
     "compute ends at the last gradient-ready mark (DDP buckets)": (
-        [("work", 2), ("ready", 0), ("work", 3), ("ready", 0), ("work", 6)], (5, 6)),
+        [("work", 2), ("ready", 0), ("work", 3), ("ready", 0), ("work", 6)], (5, 6, 0)),
+    "tp, cp and ep collectives inside compute add up to its wait": (
+        [("work", 1), ("coll tp", 2), ("work", 1), ("coll cp", 1), ("coll ep", 0.5), ("work", 1)],
+        (6.5, 0, 3.5)),
+    "a pipeline send and recv in flight together are waited once (their union)": (
+        [("work", 2), ("start pp send", 0), ("start pp recv", 0), ("work", 1), ("end send", 0),
+         ("work", 2), ("end recv", 0), ("work", 1)], (6, 0, 3)),
+    "a tp collective after the blocking dp collective is not the compute's wait": (
+        [("work", 3), ("coll dp", 2), ("coll tp", 4)], (3, 6, 0)),
+    "an asynchronous dp all-reduce (a DDP bucket) is not wait": (
+        [("work", 2), ("start dp bucket", 0), ("work", 3), ("end bucket", 0)], (2, 3, 0)),
 }
 
 
 @pytest.mark.parametrize("events,expected", list(COMPUTE_CASES.values()), ids=list(COMPUTE_CASES))
-def test_compute_boundary_and_exposed_communication(tel, events, expected):
+def test_compute_boundary_exposed_communication_and_wait(tel, events, expected):
     clock = tel.clock
+    started = {}
     with tel.step():
         with tel.compute():
             for kind, dt in events:
@@ -120,6 +137,12 @@ def test_compute_boundary_and_exposed_communication(tel, events, expected):
                     clock.now += dt
                 elif kind == "ready":
                     tel.gradient_ready()
+                elif kind.startswith("start"):
+                    _, group, name = kind.split()
+                    started[name] = (group, tel.collective_started("Recv", group))
+                elif kind.startswith("end"):
+                    group, start = started.pop(kind.split()[1])
+                    tel.record_collective("Recv", group, 10, start, clock.mark())
                 else:
                     with tel.collective("AllReduce", kind.split()[1], 100):
                         clock.now += dt
@@ -127,6 +150,42 @@ def test_compute_boundary_and_exposed_communication(tel, events, expected):
     assert value(samples, "train_compute_seconds_sum") == expected[0]
     assert value(samples, "train_compute_seconds_count") == 1
     assert value(samples, "train_exposed_comm_seconds_sum") == expected[1]
+    assert value(samples, "train_compute_wait_seconds_sum") == expected[2]
+    assert value(samples, "train_compute_wait_seconds_count") == 1
+
+
+def test_union_within_clips_and_merges():
+    assert union_within(0, 10, []) == 0
+    assert union_within(0, 10, [(2, 4), (3, 6), (8, 12), (-3, 1)]) == 1 + 4 + 2
+    assert union_within(5, 6, [(0, 100)]) == 1
+    assert union_within(0, 3, [(5, 9), (1, 2)]) == 1  # one after the window counts nothing
+
+
+def test_the_mesh_place_is_one_info_series_and_sets_the_stage(tmp_path):
+    from obsgen.mesh import Mesh
+    place = Mesh(tp=2, pp=2, dp=2).place(5)  # tp 1, dp 0, stage 1
+    t = Telemetry("job-m", rank=5, world_size=8, port_base=0, addr="127.0.0.1", mesh=place,
+                  clock=ManualClock()).start()
+    try:
+        s = scrape(t)
+        info = [ls for (n, ls), v in s.items() if n == "train_rank_mesh_info" and v == 1]
+        assert [dict(ls) for ls in info] == [{
+            "job_id": "job-m", "rank": "5", "node": t.node, "stage": "1", "tp_rank": "1",
+            "cp_rank": "0", "ep_rank": "0", "dp_rank": "0", "tp_group": "4", "cp_group": "5",
+            "ep_group": "5", "dp_group": "5", "pp_group": "1"}]
+        assert value(s, "train_compute_seconds_count", stage="1") == 0
+        t.mesh(place)  # the same place again is fine
+        with pytest.raises(ValueError, match="already"):
+            t.mesh(Mesh(tp=2, pp=2, dp=2).place(4))
+    finally:
+        t.close()
+    late = Telemetry("job-m", rank=5, world_size=8, port_base=0, addr="127.0.0.1",
+                     clock=ManualClock()).start()
+    try:
+        with pytest.raises(ValueError, match="pass the mesh before start"):
+            late.mesh(place)
+    finally:
+        late.close()
 
 
 def test_step_stage_collective_and_checkpoint_are_counted(tel):

@@ -15,9 +15,10 @@ def totals(shape: Shape) -> dict[str, int]:
 
 
 def test_a_dense_data_parallel_job_of_8_ranks_by_hand():
-    # Training process, per rank: 3 histograms (step, compute, exposed comm) x 17, the
-    # collective time (20 buckets, as the sidecar's) 22; 8 gauges with the GPU info;
-    # collective bytes, link recoveries, checkpoints and checkpoint seconds = 85.
+    # Training process, per rank: 4 histograms (step, compute, wait inside compute, exposed
+    # comm) x 17, the collective time (20 buckets, as the sidecar's) 22; 9 gauges with the
+    # GPU and mesh info; collective bytes, link recoveries, checkpoints and checkpoint
+    # seconds = 103.
     # Sidecar, per rank: bus bandwidth (16 buckets) 18, bus bytes, aligned, last arrivals,
     # unrecorded, communicator size = 23. From one rank: grad norm, loss, recovery time,
     # checkpoint age at failure = 4. One host of 8 GPUs: 11 DCGM series per GPU = 88,
@@ -25,19 +26,19 @@ def test_a_dense_data_parallel_job_of_8_ranks_by_hand():
     # histograms 2 x 22 and 5 exporter series = 49. Recorded: 5 per rank, 2 per stage,
     # 25 per job, 5 per host, 6 per GPU (at most: the straggler flag and share exist only
     # for ranks that straggled, the error records only for GPUs with an event).
-    assert totals(Shape(ranks=8)) == {"scraped": 108 * 8 + 4 + 88 + 25 + 1 + 49,
-                                      "recorded": 5 * 8 + 2 + 25 + 5 + 6 * 8, "per_rank": 108}
+    assert totals(Shape(ranks=8)) == {"scraped": 126 * 8 + 4 + 88 + 25 + 1 + 49,
+                                      "recorded": 5 * 8 + 2 + 25 + 5 + 6 * 8, "per_rank": 126}
 
 
 def test_the_unread_buckets_of_a_dense_job_of_8_ranks_by_hand():
-    # Per rank: step, compute and exposed-comm histograms 3 x 15, the collective time 20,
-    # the sidecar's bus bandwidth 16; the host's sidecar skew and tail 2 x 20.
-    assert unread_buckets(plan(Shape(ranks=8))) == (3 * 15 + 20 + 16) * 8 + 2 * 20
+    # Per rank: step, compute, wait and exposed-comm histograms 4 x 15, the collective time
+    # 20, the sidecar's bus bandwidth 16; the host's sidecar skew and tail 2 x 20.
+    assert unread_buckets(plan(Shape(ranks=8))) == (4 * 15 + 20 + 16) * 8 + 2 * 20
 
 
 def test_plan_counts_what_obsgen_instrument_serves():
-    """A default Telemetry (no GPU named, no deadline, no checkpoint bytes) serves exactly
-    the series the plan counts for one rank of the training process."""
+    """A default Telemetry (no GPU or mesh named, no deadline, no checkpoint bytes) serves
+    exactly the series the plan counts for one rank of the training process."""
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
@@ -50,7 +51,7 @@ def test_plan_counts_what_obsgen_instrument_serves():
     finally:
         tel.close(linger=0)
     served = sum(len(f.samples) for f in text_string_to_metric_families(text))
-    assert served == per_rank(plan(Shape(ranks=8, gpu_info=False)), TRAINING) == 84
+    assert served == per_rank(plan(Shape(ranks=8, gpu_info=False, mesh_info=False)), TRAINING) == 101
     assert served < 150  # issue 7's ceiling for the instrument's default series per rank
 
 

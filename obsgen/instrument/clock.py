@@ -16,6 +16,18 @@ from typing import Callable, Iterable
 Observe = Callable[[float], None]
 
 
+def union_within(lo: float, hi: float, intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of ``intervals`` clipped to [lo, hi]: time covered at least once
+    (a send and a receive in flight together count once)."""
+    total, reach = 0.0, lo
+    for start, end in sorted((max(s, lo), min(e, hi)) for s, e in intervals):
+        if end <= max(start, reach):  # outside the window, or covered already
+            continue
+        total += end - max(start, reach)
+        reach = end
+    return total
+
+
 class WallClock:
     """Host wall time (``time.perf_counter``); every measurement is known at once."""
 
@@ -26,6 +38,11 @@ class WallClock:
 
     def measure(self, pairs: Iterable[tuple[float, float]], observe: Observe) -> None:
         observe(sum(max(end - start, 0.0) for start, end in pairs))
+
+    def measure_within(self, windows, observe: Observe) -> None:
+        """``observe`` the sum over ``windows`` ((start, end, intervals) of marks) of the
+        union of each window's intervals clipped to the window."""
+        observe(sum(union_within(lo, hi, iv) for lo, hi, iv in windows))
 
     def poll(self) -> None:
         """Nothing is ever pending on the host clock."""

@@ -15,6 +15,13 @@ What a loop reports, and when (see the package docstring for the whole loop):
   least collective time.
   Where the compute ended at a gradient-ready mark or a blocking collective, the rest of
   the block is communication the compute did not hide: ``train_exposed_comm_seconds``.
+  Collectives of other groups (tp, cp, ep) and pipeline send/recv inside the compute are
+  time the rank waited, not computed: ``train_compute_wait_seconds`` (their union within
+  the compute). A peer that waits for a slow GPU of its TP group inside the per-layer
+  all-reduce shows that wait there, so its busy time (compute minus wait) stays its own.
+* ``tel.mesh(place)``: the rank's place in the parallel mesh (``obsgen.mesh.Place``),
+  ``train_rank_mesh_info``; ``Telemetry(mesh=...)`` before start, or
+  ``tel.torch.mesh_from_megatron()``.
 * ``with tel.phase("forward"):`` pipeline-stage busy time, summed per step and phase,
   ``pipeline_stage_seconds``.
 * ``with tel.collective(op, group, nbytes):`` time and bytes of a collective,
@@ -48,9 +55,10 @@ import os
 import socket
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from ..contract import L, M
+from ..mesh import Place
 from . import metrics as metrics_mod
 from . import serve
 from .clock import WallClock
@@ -72,7 +80,7 @@ class Telemetry:
                  sd_dir: str | None = None, advertise: str | None = None, clock=None,
                  gradient_groups: tuple[str, ...] = GRADIENT_GROUPS,
                  expected_collectives: tuple[tuple[str, str], ...] = EXPECTED_COLLECTIVES,
-                 created_series: bool = False):
+                 created_series: bool = False, mesh: Place | None = None):
         if not job_id:
             raise ValueError("job_id must be a non-empty string")
         if not 0 <= rank < world_size:
@@ -80,6 +88,11 @@ class Telemetry:
         self.job_id, self.rank, self.world_size = str(job_id), int(rank), int(world_size)
         self.local_rank = self.rank if local_rank is None else int(local_rank)
         self.stage, self.pp, self.microbatches = int(stage), int(pp), int(microbatches)
+        self.place: Place | None = None  # the rank's place in the parallel mesh, once known
+        if mesh is not None:
+            if stage and mesh.stage != stage:
+                raise ValueError(f"stage {stage} differs from the mesh's stage {mesh.stage}")
+            self.stage, self.place = mesh.stage, mesh
         self.planned_steps, self.current_step, self.run_id = planned_steps, start_step, run_id
         self.planned_end = planned_end  # unix seconds the run should have finished by
         self.resumed_from = resumed_from  # unix time of the checkpoint a restart resumed from
@@ -100,9 +113,12 @@ class Telemetry:
         self.endpoint: serve.Endpoint | None = None
         self.m = None
         self._step_end: float | None = None  # where the next step's wall time starts
-        self._compute: list | None = None  # [start, first blocking, last ready] of the open block
+        # [start, first blocking, last ready, waits] of the open compute block; waits are
+        # (start, end) of its non-gradient collectives and p2p ops
+        self._compute: list | None = None
         self._computes: list[tuple] = []  # (start, end) marks of this step's compute
         self._exposed: list[tuple] = []  # (compute end, block exit): unhidden communication
+        self._waits: list[tuple] = []  # (compute start, compute end, waits) of this step
         self._stages: dict[str, list[tuple]] = {}  # phase -> (start, end) marks of this step
         self._children: dict[tuple, _Series] = {}
         self._pending: collections.deque = collections.deque()  # (update, value) to apply
@@ -151,6 +167,9 @@ class Telemetry:
         self._hot = (self._labels(M.train_step_seconds), self._labels(M.train_compute_seconds),
                      self._labels(M.train_current_step))
         self._exposed_series = self._labels(M.train_exposed_comm_seconds)
+        self._wait_series = self._labels(M.train_compute_wait_seconds)
+        if self.place is not None:
+            self._labels(M.train_rank_mesh_info, **self.place.labels()).set(1)
         serving = not self.multiprocess_dir or self.local_rank == 0
         if serving:
             port = self.port_base + (0 if self.multiprocess_dir or self.port_base == 0
@@ -230,6 +249,7 @@ class Telemetry:
 
     def _init_series(self) -> None:
         for metric in (M.train_step_seconds, M.train_compute_seconds, M.train_exposed_comm_seconds,
+                       M.train_compute_wait_seconds,
                        M.train_checkpoint_total, M.train_checkpoint_seconds_total,
                        M.nccl_link_recovery_total,
                        *([M.checkpoint_bytes_written_total] if self.checkpoint_bytes else [])):
@@ -259,7 +279,7 @@ class Telemetry:
         the previous one plus 1; pass it after resuming from a checkpoint)."""
         now = time.perf_counter()
         start = self._step_end if self._step_end is not None else now
-        self._computes, self._exposed, self._stages = [], [], {}
+        self._computes, self._exposed, self._stages, self._waits = [], [], {}, []
         yield
         self._step_end = end = time.perf_counter()
         step, compute, current = self._hot
@@ -267,6 +287,7 @@ class Telemetry:
         if self._computes:
             self.clock.measure(self._computes, compute.observe)
             self.clock.measure(self._exposed, self._exposed_series.observe)
+            self.clock.measure_within(self._waits, self._wait_series.observe)
         for phase, pairs in self._stages.items():
             self.clock.measure(pairs, self._labels(M.pipeline_stage_seconds, phase=phase).observe)
         self.current_step = self.current_step + 1 if index is None else index
@@ -285,18 +306,19 @@ class Telemetry:
     @contextmanager
     def compute(self) -> Iterator[None]:
         """Local forward+backward of the rank, up to the gradient collective."""
-        block = self._compute = [self.clock.mark(), None, None]
+        block = self._compute = [self.clock.mark(), None, None, []]
         try:
             yield
         finally:
             self._compute = None
-            start, blocking, ready = block
+            start, blocking, ready, waits = block
             end = blocking if blocking is not None else ready
             if end is None:
                 end = self.clock.mark()
             else:  # from there to the block's end the rank waited for communication
                 self._exposed.append((end, self.clock.mark()))
             self._computes.append((start, end))
+            self._waits.append((start, end, waits))
 
     def gradient_ready(self) -> None:
         """A gradient bucket is complete and handed to its collective (DDP comm hooks call
@@ -318,22 +340,33 @@ class Telemetry:
     def collective(self, op: str, group: str, nbytes: int, blocking: bool = True) -> Iterator[None]:
         """A blocking collective: its time (waiting for peers plus transfer) and bytes."""
         start = self.clock.mark()
-        if blocking and group in self.gradient_groups and self._compute is not None:
-            if self._compute[1] is None:
-                self._compute[1] = start
+        block = self._compute
+        if blocking and group in self.gradient_groups and block is not None:
+            if block[1] is None:
+                block[1] = start
         try:
             yield
         finally:
-            self.record_collective(op, group, nbytes, start, self.clock.mark())
+            end = self.clock.mark()
+            self.record_collective(op, group, nbytes, start, end)
+            if block is not None and group not in self.gradient_groups:
+                block[3].append((start, end))  # the compute block waits for it
 
     def collective_started(self, op: str, group: str):
-        """Mark the start of an asynchronous collective; pass the mark to
-        ``record_collective`` when it completes."""
+        """Mark the start of an asynchronous collective; pass what it returns to
+        ``record_collective`` when it completes. One of a non-gradient group (TP, CP, EP,
+        PP send/recv) started inside a compute block counts as the block's wait while it is
+        in flight."""
         if group in self.gradient_groups:
             self.gradient_ready()
-        return self.clock.mark()
+            return self.clock.mark()
+        return _Started(self.clock.mark(), self._compute)
 
     def record_collective(self, op: str, group: str, nbytes: int, start, end) -> None:
+        if isinstance(start, _Started):
+            start, block = start
+            if block is not None:
+                block[3].append((start, end))
         self._labels(M.nccl_collective_bytes_total, op=op, group=group).inc(max(nbytes, 0))
         hist = self._labels(M.nccl_collective_duration_seconds, op=op, group=group)
         self.clock.measure([(start, end)], hist.observe)
@@ -354,6 +387,21 @@ class Telemetry:
         one, e.g. from NCCL's warnings; Train_NCCL_LinkRecovery reads the count."""
         self._labels(M.nccl_link_recovery_total).inc(max(count, 0))
 
+    def mesh(self, place: Place) -> None:
+        """Name this rank's place in the parallel mesh (``train_rank_mesh_info``); see
+        ``obsgen.mesh`` (``Mesh(...).place(rank)`` from the sizes) and
+        ``tel.torch.mesh_from_megatron()`` / ``mesh_from_groups()``. Its stage is the
+        rank's stage: before ``start()`` it sets it, after it must agree."""
+        if self.place is not None and place != self.place:
+            raise ValueError(f"the mesh place is already {self.place}, not {place}")
+        if self.m is not None and place.stage != self.stage:
+            raise ValueError(f"the mesh's stage {place.stage} differs from this rank's stage "
+                             f"{self.stage}, with which its series were created; pass the "
+                             "mesh before start()")
+        self.stage, self.place = place.stage, place
+        if self.m is not None:
+            self._labels(M.train_rank_mesh_info, **place.labels()).set(1)
+
     def gpu_info(self, uuid: str) -> None:
         """Name the GPU this rank runs on (``GPU-...``, as dcgm-exporter's UUID label)."""
         self._labels(M.train_rank_gpu_info, UUID=uuid).set(1)
@@ -371,6 +419,12 @@ class Telemetry:
         self._labels(M.train_checkpoint_timestamp_seconds).set(time.time())
         if self._step_end is not None:
             self._step_end = time.perf_counter()  # the checkpoint is not training time
+
+
+class _Started(NamedTuple):
+    """The start of an asynchronous collective, and the compute block open at it."""
+    mark: object
+    block: list | None
 
 
 class _Series:

@@ -16,6 +16,16 @@ torch). Three ways in:
 * ``tel.torch.name_group(group, "tp")``: names a process group (dp, tp, pp, ep, cp, fsdp)
   so its collectives are labelled with it; ``group=None`` means the default (WORLD)
   group. Unnamed groups are ``unknown``, never a guess.
+* ``tel.torch.mesh_from_megatron()`` names Megatron's groups from its ``parallel_state``
+  and publishes the rank's place in the mesh (``train_rank_mesh_info``);
+  ``tel.torch.mesh_from_groups()`` publishes it from the groups named by hand.
+
+Collectives of a non-gradient group (tp, cp, ep, pp) and p2p ops inside a compute block
+are the block's wait (``train_compute_wait_seconds``): time the rank does not compute,
+waiting for its peers or the transfer, the union of their intervals within the block.
+An asynchronous one counts while it is in flight, so a pipeline recv posted early and
+overlapped with compute (Megatron's ``overlap_p2p_comm``) counts as wait though the rank
+computed meanwhile.
 
 Bytes are what this rank contributes to the collective: its input buffer (the whole list
 for list-based calls), the received tensor for recv. That answers "how much does each
@@ -39,6 +49,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from ..contract import M
+from .clock import union_within
 
 GROUP_NAMES = ("dp", "tp", "pp", "ep", "cp", "fsdp")
 UNKNOWN = "unknown"
@@ -99,13 +110,32 @@ class CudaClock:
                 self.pending.popleft()
                 self.dropped += 1
 
+    def measure_within(self, windows, observe) -> None:
+        """Like WallClock.measure_within; the events' times are read, relative to each
+        window's start, once all of them have completed."""
+        windows = tuple((lo, hi, tuple(iv)) for lo, hi, iv in windows)
+        events = tuple((lo, e) for lo, hi, iv in windows for e in (hi, *(x for p in iv for x in p)))
+
+        def value(_pairs):
+            ms = lambda lo, e: lo.elapsed_time(e)
+            return sum(union_within(0.0, ms(lo, hi), ((ms(lo, a), ms(lo, b)) for a, b in iv))
+                       for lo, hi, iv in windows) / 1000.0
+        with self._lock:
+            self.pending.append((events, observe, value))
+            while len(self.pending) > MAX_PENDING:
+                self.pending.popleft()
+                self.dropped += 1
+
     def poll(self) -> None:
         done = []
         with self._lock:
             while self.pending and all(end.query() for _, end in self.pending[0][0]):
                 done.append(self.pending.popleft())
-        for pairs, observe in done:
-            observe(sum(start.elapsed_time(end) for start, end in pairs) / 1000.0)
+        for pairs, observe, *value in done:
+            if value:
+                observe(value[0](pairs))
+            else:
+                observe(sum(start.elapsed_time(end) for start, end in pairs) / 1000.0)
 
 
 class TorchTelemetry:
@@ -126,6 +156,39 @@ class TorchTelemetry:
         group = group if group is not None else dist.group.WORLD
         entry = self._names.get(id(group))
         return entry[1] if entry else UNKNOWN
+
+    # the mesh ---------------------------------------------------------------------------
+    def mesh_from_groups(self):
+        """Publish this rank's place in the mesh from the groups named with ``name_group``
+        (tp, cp, ep, dp, pp; a kind not named is a group of the rank alone) and return it."""
+        from ..mesh import KINDS, Place
+        groups = {name: tuple(dist.get_process_group_ranks(g))
+                  for g, name in self._names.values() if name in KINDS}
+        place = Place.of(dist.get_rank(), groups)
+        self.tel.mesh(place)
+        return place
+
+    def mesh_from_megatron(self, parallel_state=None):
+        """Publish this rank's place in the mesh from Megatron-LM's ``parallel_state``
+        (after ``initialize_model_parallel``) and return it. Megatron's tensor-, pipeline-,
+        data-, context- and expert-parallel groups are named too (unless named already), so
+        their collectives are labelled tp, pp, dp, cp and ep."""
+        import importlib
+        ps = parallel_state or importlib.import_module("megatron.core.parallel_state")
+        if not ps.model_parallel_is_initialized():
+            raise RuntimeError("Megatron's model parallel state is not initialized: call "
+                               "mesh_from_megatron() after initialize_model_parallel()")
+        getters = {"tp": "get_tensor_model_parallel_group", "pp": "get_pipeline_model_parallel_group",
+                   "dp": "get_data_parallel_group", "cp": "get_context_parallel_group",
+                   "ep": "get_expert_model_parallel_group"}
+        for kind, getter in getters.items():
+            try:
+                group = getattr(ps, getter)()
+            except (AttributeError, AssertionError, RuntimeError):
+                continue  # an older Megatron without this kind, or not initialized: size 1
+            if group is not None and self.group_name(group) == UNKNOWN:
+                self.name_group(group, kind)
+        return self.mesh_from_groups()
 
     def use_cuda_events(self) -> None:
         """Measure compute, stage and collective time with CUDA events (GPU jobs), and

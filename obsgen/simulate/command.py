@@ -74,8 +74,13 @@ def main(args) -> int:
             userfile.check_output_file(getattr(args, flag), "--" + flag.replace("_", "-"))
     if speed <= 0:
         raise config.ConfigError([f"--speed: must be > 0, got {speed:g}"])
-    jobs = [scenarios.job(n, job_id=args.job_id, ranks=args.ranks, seed=i + 1, subnet=i)
-            for i, n in enumerate(names)]
+    try:
+        jobs = [scenarios.job(n, job_id=args.job_id, ranks=args.ranks, seed=i + 1, subnet=i)
+                for i, n in enumerate(names)]
+        for j in jobs:
+            j.physics()  # the mesh must divide the ranks
+    except ValueError as exc:
+        raise config.ConfigError([f"--ranks: {exc}"]) from None
     if args.prometheus_config:
         userfile.check_dir(args.rules, "--rules", must_exist=True)
         rules = sorted(str(p.resolve()) for p in Path(args.rules).glob("*.yaml"))

@@ -46,9 +46,10 @@ SCENARIOS: dict[str, Scenario] = {
     "healthy": Scenario("a healthy job: warm-up, noise, checkpoints every 10 minutes",
                         lambda j: j),
     "megatron": Scenario(
-        "a healthy Megatron-style job with every parallelism: TP, PP (p=2, m=8), EP (16 "
-        "experts), CP and FSDP collectives, exposed communication, GPU info",
-        lambda j: replace(j, **MEGATRON)),
+        "a healthy Megatron-style job with every parallelism: TP (2, in lockstep, when the "
+        "ranks allow), PP (p=2, m=8), EP (16 experts), CP and FSDP collectives, exposed "
+        "communication, GPU info",
+        lambda j: replace(j, **MEGATRON, tp=2 if j.ranks % 4 == 0 else 1)),
     "straggler": Scenario(
         "rank 3 (or the last rank) computes 20% slower from minute 30",
         lambda j: replace(j, faults=(SlowRank(rank=_slow_rank(j), factor=1.2, start=30 * MIN),)),
@@ -102,6 +103,8 @@ def job(scenario: str, job_id: str | None = None, ranks: int = 8, seed: int = 1,
     """The synthetic job of a scenario."""
     if scenario not in SCENARIOS:
         raise KeyError(f"unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})")
+    # Every rank names its place in the mesh and reports its wait inside compute, as a job
+    # instrumented with obsgen.instrument (its mesh declared, patch_distributed on) does.
     base = Job(job_id=job_id or f"sim-{scenario}", ranks=ranks, seed=seed, subnet=subnet,
-               stop=math.inf)
+               stop=math.inf, reports_mesh=True)
     return SCENARIOS[scenario].build(base)

@@ -98,6 +98,9 @@ class _Emit:
         }
         if j.planned_end is not None:
             out[self._key(rank, M.train_planned_end_timestamp_seconds.key)] = j.start + j.planned_end
+        if j.reports_mesh:
+            place = self.mesh.place(rank).labels()
+            out[self._key(rank, M.train_rank_mesh_info.key, **place)] = 1.0
         if j.gpu_info:  # GPU rank % ranks_per_node of its host, as dcgm-exporter names it
             uuid = gpu_uuid(self._node_name(rank), rank % j.ranks_per_node)
             out[self._key(rank, M.train_rank_gpu_info.key, UUID=uuid)] = 1.0
@@ -116,6 +119,8 @@ class _Emit:
             self._inc(r, M.train_checkpoint_total.key, 0)
             self._inc(r, M.train_checkpoint_seconds_total.key, 0)
             self._observe(r, M.train_compute_seconds.key, 0, 0.0, 1.0, 1.0)
+            if j.reports_mesh:
+                self._observe(r, M.train_compute_wait_seconds.key, 0, 0.0, 1.0, 1.0)
             self._observe(r, M.train_step_seconds.key, 0, 0.0, 1.0, 1.0)
             self._observe(r, M.nccl_collective_duration_seconds.key, 0, 0.0, 1.0, 1.0,
                           op="AllReduce", group="dp")

@@ -40,6 +40,20 @@ class Job:
     ranks: int = 8
     ranks_per_node: int = 4
     pp: int = 1  # pipeline-parallel size; ranks are split into pp stages in order
+    # The rest of the mesh (obsgen.mesh, Megatron's order tp-cp-ep-dp-pp); dp is what
+    # ranks / (tp * cp * pp) leaves. A TP group (and, with ep > 1, the TP groups of an EP
+    # group) runs in lockstep: per-layer collectives make every member wait inside its
+    # compute for the slowest. With pp > 1 a pipeline runs at its slowest stage's pace:
+    # the other stages wait in recv inside their compute.
+    tp: int = 1
+    cp: int = 1
+    ep: int = 1
+    # Transfer time of the per-layer TP/EP collectives inside compute, as a share of a
+    # healthy rank's compute (with tp or ep > 1 only): a wait even the slowest member has.
+    tp_comm_share: float = 0.1
+    # Export train_rank_mesh_info and train_compute_wait_seconds, as a job instrumented by
+    # obsgen.instrument with its mesh declared and patch_distributed on does.
+    reports_mesh: bool = False
     microbatches: int = 8
     stage_compute: tuple[float, ...] = ()  # relative compute of each stage (default equal)
     emit_pipeline: bool | None = None  # export pipeline_stage_seconds (default: when pp > 1)
@@ -94,11 +108,18 @@ class Job:
         return _Sim(self)
 
     def compute_means(self, t: float) -> list[float]:
-        """Noise-free mean compute time of every rank at ``t`` (no restart considered):
-        the ground truth the straggler rules estimate."""
+        """Noise-free mean busy time of every rank at ``t`` (its own work, no restart
+        considered): the ground truth the straggler rules estimate."""
         from .sim import _Sim
         sim = _Sim(self)
         return [sim.compute_mean(r, t) for r in range(self.ranks)]
+
+    def observed_computes(self, t: float) -> list[float]:
+        """Noise-free mean compute time every rank reports at ``t``: its busy time plus
+        what it waits for inside compute (its lockstep peers, its pipeline)."""
+        from .sim import _Sim
+        sim = _Sim(self)
+        return sim.computes([sim.compute_mean(r, t) for r in range(self.ranks)])
 
 
 @dataclass

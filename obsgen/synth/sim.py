@@ -12,6 +12,7 @@ from ..contract import M
 from .emit import _Emit
 from .faults import (CheckpointStall, GradNaN, GradSpike, GradVanish, RankLoss, Restart,
                      RotatingSlow, SlowRank, StageBubble)
+from ..mesh import Mesh
 from .job import STALE, Job, Scrape
 from .sidecar import _Sidecar
 
@@ -40,10 +41,38 @@ class _Sim(_Emit, _Sidecar):
         self.ncounters: dict[tuple, float] = {}
         self.exporter_gen = 0
         self.t_prev: float | None = None  # time of the previous scrape
+        if job.ranks % (job.tp * job.cp * job.pp):
+            raise ValueError(f"ranks ({job.ranks}) must be a multiple of tp*cp*pp "
+                             f"({job.tp * job.cp * job.pp})")
+        self.mesh = Mesh.of_world(job.ranks, tp=job.tp, pp=job.pp, cp=job.cp, ep=job.ep)
+        # Who waits for whom inside compute: the lockstep set of each rank (its TP group,
+        # with ep > 1 every TP group of its EP group), and its pipeline (pp group).
+        self.lockstep = [self._lockstep(r) for r in range(job.ranks)]
+        self.chain = [self.mesh.group(r, "pp") for r in range(job.ranks)]
 
     # physics --------------------------------------------------------------------------
     def stage_of(self, rank: int) -> int:
         return rank * self.j.pp // self.j.ranks
+
+    def _lockstep(self, rank: int) -> tuple[int, ...]:
+        tp = self.mesh.group(rank, "tp")
+        if self.j.ep == 1:
+            return tp
+        return tuple(sorted({m for e in self.mesh.group(rank, "ep") for m in self.mesh.group(e, "tp")}))
+
+    def in_block_comm(self) -> float:
+        """Transfer time of the per-layer TP/EP collectives inside a compute block."""
+        j = self.j
+        if j.tp == 1 and j.ep == 1:
+            return 0.0
+        return j.tp_comm_share * j.step_seconds * j.compute_share
+
+    def computes(self, busy: list[float]) -> list[float]:
+        """Each rank's compute from every rank's busy time (its own work): the slowest of
+        its lockstep set, then of the stages of its pipeline, plus the in-block transfer."""
+        lock = [max(busy[m] for m in self.lockstep[r]) for r in range(self.j.ranks)]
+        comm = self.in_block_comm()
+        return [max(lock[m] for m in self.chain[r]) + comm for r in range(self.j.ranks)]
 
     def slow_factor(self, rank: int, t: float) -> float:
         f = 1.0
@@ -162,9 +191,10 @@ class _Sim(_Emit, _Sidecar):
                 self._inc(r, M.train_checkpoint_seconds_total.key, j.checkpoint_cost)
         avail = max(0.0, avail)
         tm = (t0 + t1) / 2
-        means = [self.compute_mean(r, tm) for r in range(j.ranks)]
+        own = [self.compute_mean(r, tm) for r in range(j.ranks)]  # each rank's busy time
+        means = self.computes(own)  # with the waits for its lockstep peers and its pipeline
         comm = j.step_seconds * (1 - j.compute_share)
-        wall = max(means) * (1 + 1.4 * j.noise) + comm  # the slowest rank sets the pace
+        wall = max(own) * (1 + 1.4 * j.noise) + comm  # the slowest rank sets the pace
         self.step_frac += avail / wall
         n = int(self.step_frac)
         self.step_frac -= n
@@ -175,13 +205,18 @@ class _Sim(_Emit, _Sidecar):
             self.completed_at = t1
         self.step += n
         if j.nccl is not None and not self.exporter_down(t1):
-            self.nccl_advance(n, means, tm)
+            self.nccl_advance(n, own, tm)  # the GPU that computes longest arrives last
         for r in range(j.ranks):
             if self.lost(r, tm):
                 continue
-            mean = means[r]
+            mean, wait = means[r], means[r] - own[r]
             noisy = lambda m: n * m * (1 + j.noise * self.rng.gauss(0, 1) / math.sqrt(n))
-            self._observe(r, M.train_compute_seconds.key, n, noisy(mean), mean, mean * j.noise)
+            # the noise is the rank's own work's; what it waits for is its peers' mean
+            self._observe(r, M.train_compute_seconds.key, n, noisy(own[r]) + n * wait, mean,
+                          mean * j.noise)
+            if j.reports_mesh:
+                self._observe(r, M.train_compute_wait_seconds.key, n, n * wait, wait,
+                              wait * j.noise)
             self._observe(r, M.train_step_seconds.key, n, n * wall, wall, wall * 0.002)
             coll = max(wall - mean, 1e-4)
             self._observe(r, M.nccl_collective_duration_seconds.key, n, noisy(coll), coll,
