@@ -32,11 +32,9 @@ DEFAULTS: dict[str, Any] = {
     # given as {"=~": "a|b"} is a regex. These labels are also kept on recorded series.
     "selector": {},
     "thresholds": {
-        # A rank straggles while its mean compute time is this many times its stage's median.
-        "straggler_ratio": 1.10,
-        # A straggler is persistent once it straggled in more than this share of the window.
-        "straggler_persistent_fraction": 0.5,
-        # Distinct non-persistent straggling ranks in the window that make stragglers transient.
+        # A rank straggles while its busy time is this many times the median of the rest of its stage.
+        "straggler_ratio": 1.06,
+        # Ranks that straggled within windows.straggler_persistence and recovered that make stragglers transient.
         "straggler_transient_ranks": 2,
         # Gradient norm above this many times its baseline is an explosion.
         "grad_explosion_factor": 10,
@@ -70,7 +68,7 @@ DEFAULTS: dict[str, Any] = {
     "windows": {
         # Rate window for per-rank means; at least 4 scrape intervals.
         "rate": "5m",
-        # Window in which stragglers are judged persistent or transient.
+        # Window in which ranks that straggled and recovered are counted (Train_Straggler_Transient).
         "straggler_persistence": "30m",
         # Averaging window of the gradient-explosion baseline.
         "grad_baseline": "1h",

@@ -329,22 +329,29 @@ RECORDED: dict[str, Recorded] = {
     r.key: r
     for r in (
         # stragglers
-        Recorded("compute_mean", "job_rank:train_compute_seconds:mean{rate}", _RANK_NODE,
-                 "mean local compute time per step of each rank"),
-        Recorded("compute_median", "job_stage:train_compute_seconds:median{rate}",
+        Recorded("busy_mean", "job_rank:train_busy_seconds:mean{rate}", _RANK_NODE,
+                 "mean busy time per step of each rank: its compute minus the time it waited "
+                 "inside compute (train_compute_wait_seconds), its compute where it reports "
+                 "no wait"),
+        Recorded("busy_baseline", "job_stage:train_busy_seconds:baseline{rate}",
                  ("job_id", "stage"),
-                 "median over the ranks of a stage of their mean compute time"),
-        Recorded("compute_ratio", "job_rank:train_compute_seconds:ratio_to_median{rate}", _RANK_NODE,
-                 "rank's mean compute time divided by its stage's median"),
+                 "median busy time of a stage's ranks with the stage's slowest rank left out "
+                 "(in a stage of two, the faster rank's): what a rank of the stage should take"),
+        Recorded("busy_ratio", "job_rank:train_busy_seconds:ratio{rate}", _RANK_NODE,
+                 "rank's mean busy time divided by its stage's baseline"),
         Recorded("straggler_flag", "job_rank:train_straggler:flag{rate}", _RANK_NODE,
                  "1 while the rank is slower than the straggler threshold; no series "
                  "while it is not"),
+        Recorded("straggler_lockstep", "job_rank:train_straggler:lockstep{rate}",
+                 (*_RANK_NODE, "tp_group"),
+                 "1 for a straggling rank that reports no wait inside compute, with its TP "
+                 "group: its straggle may be a peer's; no series for any other rank"),
         Recorded("straggler_share", "job_rank:train_straggler:share{straggler_persistence}", _RANK_NODE,
                  "share of the persistence window the rank was straggling (above 0 to 1; "
                  "no series for a rank that did not straggle in the window)"),
         Recorded("straggler_ranks", "job:train_straggler_ranks:count{straggler_persistence}",
                  ("job_id",),
-                 "ranks that straggled in the window without being persistent stragglers"),
+                 "ranks that straggled in the window and recovered: straggling then, not now"),
         # gradients
         Recorded("grad_norm_finite", "job:train_grad_norm:finite_max", ("job_id",),
                  "job's gradient norm, NaN and Inf dropped"),

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.promtool
 
 EVAL = "60m"
 JOB_A, JOB_B = 'job_id="job-a"', 'job_id="job-b"'
-RATIO = "job_rank:train_compute_seconds:ratio_to_median5m"
+RATIO = "job_rank:train_busy_seconds:ratio5m"
 NAME = Ctx(config.Config(copy.deepcopy(config.DEFAULTS), "(defaults)")).rname
 
 

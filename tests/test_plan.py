@@ -77,7 +77,7 @@ def test_the_late_arrival_ratio_is_one_series_per_rank_and_aligned_group():
 def test_cli_prints_the_total(capsys):
     assert main(["plan", "--ranks", "16384", "--tp", "8", "--pp", "8"]) == 0
     out = capsys.readouterr().out
-    assert "16,384 ranks" in out and "total:" in out and "job_rank:train_compute_seconds:mean5m" in out
+    assert "16,384 ranks" in out and "total:" in out and "job_rank:train_busy_seconds:mean5m" in out
     assert "histogram buckets no rule or panel reads" in out
 
 
@@ -97,6 +97,6 @@ def test_cli_counts_the_records_of_the_families_the_config_renders(tmp_path, mon
     (tmp_path / "obsgen.yaml").write_text("families: [stragglers]\ndashboards: {enabled: false}\n")
     assert main(["plan", "--ranks", "64"]) == 0
     out = capsys.readouterr().out
-    assert "job_rank:train_compute_seconds:mean5m" in out
+    assert "job_rank:train_busy_seconds:mean5m" in out
     assert "job_rank:nccl_tp_collective_seconds:mean5m" not in out
     assert "job:train_grad_norm:finite_max" not in out  # a family left out records nothing

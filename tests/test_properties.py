@@ -71,7 +71,6 @@ def valid_configs(draw) -> dict:
     if draw(st.booleans()):
         cfg["thresholds"] = draw(st.fixed_dictionaries({}, optional={
             "straggler_ratio": st.floats(1.01, 5),
-            "straggler_persistent_fraction": st.floats(0.05, 0.95),
             "straggler_transient_ranks": st.integers(2, 64),
             "grad_explosion_factor": st.floats(1.5, 1000),
             "grad_vanishing_fraction": st.floats(1e-6, 0.5),

@@ -1,62 +1,97 @@
-"""Stragglers: one slow rank holds every other rank back at each collective.
+"""Stragglers: one slow GPU holds every other rank back at each collective.
 
 In synchronous training every rank's *step* time is the same, because each step ends at
 the gradient collective (a barrier). Comparing step times therefore finds nothing, and
-comparing time *inside* the collective points at the wrong rank: the late rank waits
-least. The slow rank is found from its local compute time before the collective
-(``train_compute_seconds``): each rank's mean over the rate window is compared with the
-median of the ranks of the same pipeline stage (stages do different work, ranks of one
-stage do the same work). A rank whose mean is above ``thresholds.straggler_ratio`` times
-that median is *straggling*. Ranks are grouped by rank and the host they run on (the
-``node`` label every series of ``obsgen.instrument`` carries), never by instance or pod:
-a rank restarted on its host is one series across its old and new processes, and the
-alert names the host without a join over every rank at each evaluation. A rank moved to
-another host starts anew there: the slowness it had belonged to the old host.
+comparing time *inside* the gradient collective points at the wrong rank: the late rank
+waits least. The slow GPU is found from the time it spends computing.
 
-Detection latency: a rank that turns 20% slower straggles once more than half of the
-rate window is slow (about 2.6 minutes with 5m) and is persistent once it straggled in
-more than half of the 30-minute persistence window, so Train_Straggler_Persistent fires
-18.5 minutes after the onset with the defaults (measured by the fixtures; 15 minutes is
-the floor that "most of 30 minutes" allows, a shorter ``windows.rate`` trims the rest).
-A rank must also have been measured at the start of the window, so a job younger than the
-persistence window (whose warm-up would fill "most" of a half-empty window) cannot raise
-it: a rank slow from the first minute fires about 27 minutes in.
+**Busy time, not compute time.** A real job is a mesh. The ranks of a tensor-parallel
+group run in lockstep: a per-layer all-reduce makes every member wait for the slowest
+inside its compute, so a slow GPU's seven TP peers report its compute as theirs. A
+pipeline runs at its slowest stage's pace: the other stages wait in recv inside their
+compute. A rank's *busy time* is its compute (``train_compute_seconds``) minus the time
+it waited inside it (``train_compute_wait_seconds``: its TP, CP and EP collectives and
+pipeline send/recv, which obsgen.instrument measures with ``patch_distributed`` on). The
+slow GPU's busy time is its own; its waiting peers' are theirs. Ranks that report no
+wait are judged on their compute (a data-parallel job, whose compute has no waits).
 
-Only ranks that export their compute time now are judged: a rate window outlives its
-series, and a lost rank would otherwise be compared for five more minutes on its last
-steps (a warm-up the others have left behind makes it look slow). Nothing is judged
-before the stage has a full rate window behind it: in a series' first window rate()
-extrapolates the histogram's sum and count differently when the first steps were slower,
-by an error that depends on each rank's scrape phase.
+**Baseline: the rest of the stage.** Each rank's mean busy time over ``windows.rate`` is
+compared with the median of its pipeline stage (stages do different work: a heavier last
+stage, or the stages holding the embedding or the loss, are not stragglers; ranks of one
+stage do the same work) with the stage's slowest rank left out. A slow rank is never
+part of the baseline it is compared with: in a stage of two ranks it is compared with
+the other one (a median of two is their mean, which would halve the signal), and in a
+stage of one there is nothing to compare with. A rank whose busy time is more than
+``thresholds.straggler_ratio`` times that baseline is *straggling*.
+
+Ranks are grouped by rank and the host they run on (the ``node`` label every series of
+``obsgen.instrument`` carries), never by instance or pod: a rank restarted on its host is
+one series across its old and new processes, and the alert names the host without a join.
+Only ranks that export their compute time now are judged (a rate window outlives its
+series, and a lost rank would be judged on its last minutes), and nothing is judged
+before the stage has two rate windows behind it (in a series' first window rate()
+extrapolates differently with each rank's scrape phase, and a rank whose first minutes
+were slower, compiling or warming up, would still be flagged in the second window).
+
+**Classes.** A rank that straggles for ``for`` (1m30s) is a persistent straggler: the same
+GPU slow step after step is hardware or placement, routed to the platform team. Ranks
+that straggled in the persistence window and have since *recovered* make stragglers
+transient: slowness that moves between ranks follows the workload. A straggler that is
+starting up is straggling now, so it never counts towards Transient, and neither do the
+peers that wait for it. Once a rank of the job has recovered, Persistent is withheld for
+the window: the slowness moves. A rate window remembers a slow spell for its whole
+length, so a slowness that dwells a minute or two on one rank flags it for minutes and
+cannot be told from a persistent straggler until it moves: Persistent fires for the
+first rank it dwells on until that rank recovers, then Transient takes over.
+
+Detection latency with the defaults (30 s scrape and evaluation, a 5m rate window, a
+threshold of 1.06): a rank 20% slower crosses the threshold once 30% of the rate window
+is slow (1.5 minutes), and fires 1m30s later; a rank 10% slower crosses after 3 minutes.
+The fixtures and ``make detect`` measure both (README, benchmarks/DETECTION.md).
 
 ## Train_Straggler_Persistent
 
-The same rank has been slower than its stage's median compute time by at least the
-straggler threshold in most of the persistence window. Every step of the job runs at
-that rank's speed, so the whole job is slowed by about the same share. A rank that is
-slow on every step is almost always hardware or placement: a throttled or degraded GPU,
-a bad NVLink, CPU affinity, a noisy neighbour on the host.
+One rank's busy time has been above its stage's baseline (the other ranks of its stage)
+by at least the straggler threshold for the alert's ``for``. Every step of the job runs at
+that rank's speed, so the whole job is slowed by about the same share. Its TP peers and
+the other stages of its pipeline wait for it and are not named: their busy time is their
+own. A rank that is slow on every step is almost always hardware or placement: a
+throttled or degraded GPU, a bad NVLink, CPU affinity, a noisy neighbour on the host.
 
 Check first:
 1. The GPU of that rank in DCGM: clocks and throttle reasons (thermal, power), XID and ECC errors, SM-active against its peers.
 2. Whether the slowness follows the host: other jobs' ranks on the same node, the node's NIC and CPU load; a controlled swap of the rank to another node settles hardware against workload.
 3. Drain the node and open an RMA when the hardware is at fault; restart the job from its last checkpoint without that node.
 
+## Train_Straggler_TPGroup
+
+Several ranks of one tensor-parallel group straggle together, and they report no wait
+inside compute (``train_compute_wait_seconds``): a slow GPU makes its TP peers wait in
+every per-layer all-reduce, so from compute time alone the whole group looks slow. The
+group is one alert, named by its lowest rank, never one alert per rank. Where the ranks
+report their wait, Train_Straggler_Persistent names the GPU itself instead.
+
+Check first:
+1. The GPUs of the group's ranks in DCGM (the overview's slowest-ranks table lists them with their TP position): clocks, throttle reasons, XID and ECC errors; the slow one differs from its peers.
+2. The NCCL sidecar's last arrivals in the group's TP communicator (Train_Straggler_LateArrival): the slow GPU arrives last.
+3. Turn on obsgen.instrument's patch_distributed (and use_cuda_events on GPUs) so the ranks report their waits and the next alert names the GPU.
+
 ## Train_Straggler_Transient
 
 Ranks keep straggling, but a different rank each time: at least the configured number of
-distinct ranks straggled within the persistence window and none of them persistently.
-A straggler that moves between ranks follows the workload, not the hardware.
+distinct ranks straggled within the persistence window and recovered. A straggler that
+moves between ranks follows the workload, not the hardware.
 
 Check first:
 1. The data pipeline: dataloader workers, prefetch depth, storage read latency, uneven sequence lengths or packing between batches.
 2. Routing balance in MoE models: tokens per expert and capacity-factor overflow on the ranks that straggled.
 3. Shared resources: host CPU contention, checkpoint or logging work done on some ranks only, network jitter from other jobs.
 """
+
 from __future__ import annotations
 
-from ..model import Alert, Family, Record, expr
 from ..config import duration, seconds
+from ..model import Alert, Family, Record, expr
 from ..contract import L, M, R
 from ..promql import Ctx
 
@@ -67,80 +102,115 @@ def build(c: Ctx) -> Family:
     rank = (L.job_id, L.rank, L.stage, L.node)
     rate, persist = c.w("rate"), c.w("straggler_persistence")
     pct = f"{(c.cfg['thresholds']['straggler_ratio'] - 1) * 100:g}%"
-    fraction = c.t("straggler_persistent_fraction")
     where = (f"rank {c.tl(L.rank)} (stage {c.tl(L.stage)}"
              "{{ with $labels.%s }}, node {{ . }}{{ end }})" % c.l(L.node))
-    # The stage was measured at the start of the persistence window: a job younger than the
-    # window has a half-filled window, and its warm-up would count as "most of it". Read
-    # from the per-stage median (a few series per job), not per rank: at 16,384 ranks the
-    # per-rank version costs as much as the share itself.
-    slice_ = min(seconds(rate), seconds(persist))
-    back = seconds(persist) - slice_  # promtool refuses "offset 0s"
-    measured_since = (f"{c.on(L.job_id, L.stage)} count_over_time({c.r(R.compute_median)}"
-                      f"[{duration(slice_)}]{f' offset {duration(back)}' if back else ''}) > 0")
+    compute = c.rate(M.train_compute_seconds, "_sum", rate)
+    # ranks of TP groups with several straggling ranks that report no wait
+    lockstep_groups = (f"{c.r(R.straggler_lockstep)}\n and {c.on(L.job_id, L.tp_group)} "
+                       f"(count {c.by(L.job_id, L.tp_group)} ({c.r(R.straggler_lockstep)}) > 1)")
     rules = (
-        # Only ranks that export their compute time now, on the host they run on now: a
-        # rate window outlives its series by the window, and a lost or moved rank's last
-        # minutes (a warm-up the others left behind) would make it look slow for minutes.
-        Record(c.rname(R.compute_mean), expr(f"""
+        # Busy time: compute minus the wait inside it, where the rank reports its wait;
+        # its compute where it does not. Only ranks that export their compute time now, on
+        # the host they run on now: a rate window outlives its series by the window.
+        Record(c.rname(R.busy_mean), expr(f"""
             (
-              sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_sum', rate)})
-              /
-              (sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_count', rate)}) > 0)
+              (
+                sum {c.by(*rank)} ({compute})
+                - sum {c.by(*rank)} ({c.rate(M.train_compute_wait_seconds, '_sum', rate)})
+              )
+              or sum {c.by(*rank)} ({compute})
             )
+            /
+            (sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_count', rate)}) > 0)
             and {c.on(L.job_id, L.rank, L.node)} {c.m(M.train_compute_seconds, '_count')}
         """)),
-        Record(c.rname(R.compute_median), expr(f"""
-            quantile {c.by(L.job_id, L.stage)} (0.5, {c.r(R.compute_mean)})
+        # The rest of the stage: its slowest rank left out, so a slow rank is never part of
+        # what it is compared with (a stage of one has no baseline and is not judged).
+        Record(c.rname(R.busy_baseline), expr(f"""
+            quantile {c.by(L.job_id, L.stage)} (0.5,
+              {c.r(R.busy_mean)}
+              unless {c.on(L.job_id, L.rank, L.node)}
+              topk {c.by(L.job_id, L.stage)} (1, {c.r(R.busy_mean)})
+            )
         """)),
-        Record(c.rname(R.compute_ratio), expr(f"""
-            {c.r(R.compute_mean)}
+        Record(c.rname(R.busy_ratio), expr(f"""
+            {c.r(R.busy_mean)}
             / {c.join((L.job_id, L.stage))}
-            ({c.r(R.compute_median)} > 0)
+            ({c.r(R.busy_baseline)} > 0)
         """)),
-        # Judged once the stage has a full rate window behind it: in a series' first window
+        # Judged once the stage has two rate windows behind it: in a series' first window
         # rate() extrapolates its _sum and _count differently when the first steps were
-        # slower (compilation, warm-up), and each rank's scrape phase gives it another error.
-        # Recorded for the straggling ranks only (1), not as a 0 for every other rank: what
-        # reads the flag then reads the few ranks that straggled, not every rank of the job.
+        # slower (compilation, warm-up), each rank's scrape phase gives it another error,
+        # and a rank whose first minutes were slower would still be flagged in the second.
+        # Recorded for the straggling ranks only (1), not as a 0 for every other rank.
         Record(c.rname(R.straggler_flag), expr(f"""
-            {c.r(R.compute_ratio)} > bool {c.t('straggler_ratio')} == 1
-            and {c.on(L.job_id, L.stage)} {c.r(R.compute_median)} offset {rate}
+            {c.r(R.busy_ratio)} > bool {c.t('straggler_ratio')} == 1
+            and {c.on(L.job_id, L.stage)} {c.r(R.busy_baseline)} offset {duration(2 * seconds(rate))}
         """)),
-        # The window of the flags is read once per evaluation, here; the alerts and the
-        # transient count read this share (a rank straggled at some point in the window
-        # when it has one). The share is of the evaluations of the rank's stage in the
-        # window, not of the rank's own: a rank that came up on another host minutes ago
-        # has straggled there for those minutes, not for most of the window.
+        # Straggling ranks that report no wait inside compute, with their TP group (from
+        # the mesh info): their compute includes waiting for a TP peer, so a slow GPU
+        # flags its whole group, which is one alert, not one per rank.
+        Record(c.rname(R.straggler_lockstep), expr(f"""
+            (
+              {c.r(R.straggler_flag)}
+              unless {c.on(L.job_id, L.rank)} {c.m(M.train_compute_wait_seconds, '_count')}
+            )
+            * {c.join((L.job_id, L.rank), (L.tp_group,))}
+            max {c.by(L.job_id, L.rank, L.tp_group)} ({c.m(M.train_rank_mesh_info)})
+        """)),
+        # The window of the flags is read once per evaluation, here: the share of the
+        # stage's evaluations in the window in which the rank straggled.
         Record(c.rname(R.straggler_share), expr(f"""
             count_over_time({c.r(R.straggler_flag)}[{persist}])
             / {c.join((L.job_id, L.stage))}
-            count_over_time({c.r(R.compute_median)}[{persist}])
+            count_over_time({c.r(R.busy_baseline)}[{persist}])
         """)),
-        # Ranks that straggled at some point in the window but not in most of it, the share
-        # read once (a rank moved between hosts counts once).
+        # Ranks that straggled in the window and recovered: straggling then, not now, and
+        # still training (a straggler starting up is straggling now; a lost rank did not
+        # recover).
         Record(c.rname(R.straggler_ranks), expr(f"""
             count {c.by(L.job_id)} (
-              max {c.by(L.job_id, L.rank)} ({c.r(R.straggler_share)}) <= {fraction}
+              max {c.by(L.job_id, L.rank)} ({c.r(R.straggler_share)})
+              and {c.on(L.job_id, L.rank)} {c.r(R.busy_mean)}
+              unless {c.on(L.job_id, L.rank)} {c.r(R.straggler_flag)}
             )
         """)),
         Alert(
             name="Train_Straggler_Persistent",
             expr=expr(f"""
-                {c.r(R.compute_ratio)}
-                and
-                {c.r(R.straggler_share)} > {fraction}
-                and {measured_since}
+                {c.r(R.busy_ratio)}
+                and {c.on(*rank)} {c.r(R.straggler_flag)}
+                unless {c.on(L.job_id)} {c.r(R.straggler_ranks)}
+                unless {c.on(L.job_id, L.rank)} ({lockstep_groups})
             """),
-            for_="0s",
+            for_="1m30s",
             severity="warning",
             role="platform",
             summary=f"Persistent straggler: rank {c.tl(L.rank)} of job {c.tl(L.job_id)}",
             description=(
-                f"In job {c.tl(L.job_id)}, {where} has been at least {pct} slower in compute "
-                f"than the median of its stage for most of the last {persist}; its compute "
-                'now takes {{ printf "%.1f" $value }}x the median. Every collective waits for '
-                "it, so the whole job runs at its speed."),
+                f"In job {c.tl(L.job_id)}, {where} has been at least {pct} slower in busy "
+                "time (compute without its waits for peers) than the other ranks of its "
+                'stage for minutes; it now takes {{ printf "%.1f" $value }}x their median. '
+                "Every collective waits for it, so the whole job runs at its speed."),
+        ),
+        Alert(
+            name="Train_Straggler_TPGroup",
+            expr=expr(f"""
+                count {c.by(L.job_id, L.stage, L.tp_group)} ({c.r(R.straggler_lockstep)}) > 1
+                unless {c.on(L.job_id)} {c.r(R.straggler_ranks)}
+            """),
+            for_="1m30s",
+            severity="warning",
+            role="platform",
+            summary=(f"Straggling TP group {c.tl(L.tp_group)} of job {c.tl(L.job_id)}"),
+            description=(
+                f"In job {c.tl(L.job_id)}, {{{{ $value }}}} ranks of the tensor-parallel group "
+                f"{c.tl(L.tp_group)} (named by its lowest rank; stage {c.tl(L.stage)}) have "
+                f"been at least {pct} slower in compute than the rest of their stage for "
+                "minutes. Its ranks report no wait inside compute, so the slow GPU cannot be "
+                "told from the peers that wait for it in the per-layer collectives: one GPU "
+                "of the group holds the job back. Turn on obsgen.instrument's "
+                "patch_distributed (and CUDA events on GPUs) to have it named."),
         ),
         Alert(
             name="Train_Straggler_Transient",
@@ -153,9 +223,9 @@ def build(c: Ctx) -> Family:
             summary=f"Transient stragglers in job {c.tl(L.job_id)}",
             description=(
                 f"In job {c.tl(L.job_id)}, {{{{ $value }}}} different ranks were at least {pct} "
-                f"slower in compute than their stage's median at some point in the last "
-                f"{persist}, none of them persistently. A straggler that moves between ranks "
-                "points at the data pipeline or shared resources, not at one GPU."),
+                f"slower in busy time than the rest of their stage at some point in the last "
+                f"{persist} and recovered. A straggler that moves between ranks points at the "
+                "data pipeline or shared resources, not at one GPU."),
         ),
     )
     return Family(NAME, __doc__, rules)

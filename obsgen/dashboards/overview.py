@@ -31,7 +31,7 @@ def build(env) -> View:
     planned, current, step = q.r(R.planned_steps), q.r(R.current_step), q.r(R.step_mean)
     eta = f"(clamp_min({planned} - {on} {current}, 0)\n * {on}\n {step})"
     planned_end = q.r(R.planned_end)
-    ratio = q.r(R.compute_ratio, rank=True, stage=True)
+    ratio = q.r(R.busy_ratio, rank=True, stage=True)
     firing = q.m(M.ALERTS, match={L.alertstate: "firing"},
                  regex={L.alertname: "|".join(env.alerts)})
 
@@ -129,32 +129,39 @@ def build(env) -> View:
         Panel(TIMESERIES, "Step time", "Mean step wall time from the _sum/_count recording "
               "rule (not a p50 from the default buckets, too coarse to see a 10% change). "
               "Healthy: flat.", u.Seconds, (Query(step, "mean step time"),), min=0),
-        Panel(TIMESERIES, "Compute time across ranks", "Slowest, median and fastest rank's "
-              "mean compute time before the gradient collective. Healthy: close together.",
+        Panel(TIMESERIES, "Busy time across ranks", "Slowest, median and fastest rank's "
+              "mean busy time: compute before the gradient collective without the time it "
+              "waited inside it for TP, CP, EP or pipeline peers. Healthy: close together.",
               u.Seconds, tuple(Query(e, f"{n} rank") for n, e in
-                               q.spread(q.r(R.compute_mean, rank=True, stage=True))), min=0),
+                               q.spread(q.r(R.busy_mean, rank=True, stage=True))), min=0),
     ))
 
     ratio_limit = t["straggler_ratio"]
+    mesh = (L.tp_rank, L.tp_group, L.dp_rank)
     stragglers = Row("Stragglers", (
-        Panel(HEATMAP, "Straggler score per rank", "Each rank's compute time / its stage's "
-              f"median, the {env.dash('heatmap_ranks')} highest ranks of the time range. "
+        Panel(HEATMAP, "Straggler score per rank", "Each rank's busy time (compute without "
+              "its waits for peers) / the median of the rest of its stage, the "
+              f"{env.dash('heatmap_ranks')} highest ranks of the time range. "
               f"Healthy: all near 1; a hot row is a persistent straggler, hot cells that "
               f"move are transient ones.", u.NoUnit,
               (Query(f"{ratio}\nand {q.on(L.job_id, L.rank)}\ntopk({env.dash('heatmap_ranks')}, "
                      f"max {q.by(L.job_id, L.rank)} (max_over_time({ratio}[{RANGE}] @ end())))",
                      "{{%s}}" % q.rank),),
               width=16, height=10, min=1 - (ratio_limit - 1), max=1 + 2 * (ratio_limit - 1)),
-        Panel(TABLE, f"Slowest {top_n} ranks now", "Ranks with the highest compute time / "
-              f"stage median, with their node. Healthy: all below {number(ratio_limit)}.",
-              u.NoUnit,
-              # the ratio carries the node the rank runs on: no join over every rank
-              (Query(f"topk({top_n}, {ratio})", instant=True, table=True),),
+        Panel(TABLE, f"Slowest {top_n} ranks now", "Ranks with the highest busy time / "
+              "the rest of their stage, with their node and place in the mesh (TP position "
+              "and group, DP replica, where the job reports its mesh). Healthy: all below "
+              f"{number(ratio_limit)}.", u.NoUnit,
+              # the ratio carries the node the rank runs on; the mesh of the top N only
+              (Query(f"(\n  topk({top_n}, {ratio})\n  * {q.join((L.job_id, L.rank), mesh)}\n"
+                     f"  {q.m(M.train_rank_mesh_info)}\n)\nor topk({top_n}, {ratio})",
+                     instant=True, table=True),),
               width=8, height=10, decimals=3,
               steps=(Step(None, GREEN), Step(ratio_limit, ORANGE)),
               columns=((q.rank, "rank"), (q.stage, "stage"), (q.c.l(L.node), "node"),
-                       ("Value", "compute / stage median")),
-              sort_by="compute / stage median", sort_desc=True),
+                       (q.c.l(L.tp_rank), "TP position"), (q.c.l(L.tp_group), "TP group"),
+                       (q.c.l(L.dp_rank), "DP replica"), ("Value", "busy / rest of stage")),
+              sort_by="busy / rest of stage", sort_desc=True),
     ))
 
     health = Row("Hardware and alerts", (

@@ -41,10 +41,11 @@ def build(env) -> View:
                Query(f"{factor} * {q.r(R.bubble_theoretical)}", limit)),
               styles=(Style(theory, "green", dashed=True),
                       Style(limit, "red", dashed=True)), min=0),
-        Panel(TIMESERIES, "Compute time per stage (median rank)", "Median compute time "
-              "before the gradient collective of each stage's ranks. Healthy: balanced; a "
-              "stage above the rest holds up its neighbours.", u.Seconds,
-              (Query(q.r(R.compute_median, stage=True), stage),), min=0),
+        Panel(TIMESERIES, "Busy time per stage", "Median busy time of each stage's ranks "
+              "(compute without the waits for peers; the stage's slowest rank left out). "
+              "Healthy: balanced; a stage above the rest holds up its neighbours, which wait "
+              "for it in recv.", u.Seconds,
+              (Query(q.r(R.busy_baseline, stage=True), stage),), min=0),
     ))
     schedule = Row("Schedule", (
         Panel(TIMESERIES, "Microbatches per step and stages", "m and p as the ranks report "

@@ -147,6 +147,6 @@ class Q:
                            multi=True, include_all=True, sort=3))
         if STAGE_VAR in wanted:
             out.append(Var(STAGE_VAR, "stage", "pipeline stages to show; All for every stage",
-                           query=f"label_values({self.r(R.compute_mean)}, {self.stage})",
+                           query=f"label_values({self.r(R.busy_mean)}, {self.stage})",
                            multi=True, include_all=True, sort=3))
         return out

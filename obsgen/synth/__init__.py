@@ -28,10 +28,10 @@ The parts: ``faults`` (what can go wrong), ``job`` (a job's shape and settings),
 from __future__ import annotations
 
 from .faults import (CheckpointStall, ExporterRestart, GradNaN, GradSpike, GradVanish,
-                     RankLoss, Restart, RotatingSlow, SlowRank, StageBubble)
+                     HostWork, Pauses, RankLoss, Restart, RotatingSlow, SlowRank, StageBubble)
 from .job import STALE, Job, NcclExporter, Scrape, gpu_uuid
 from .sim import _Sim
 
 __all__ = ["STALE", "CheckpointStall", "ExporterRestart", "GradNaN", "GradSpike", "GradVanish",
-           "Job", "NcclExporter", "RankLoss", "Restart", "RotatingSlow", "Scrape", "SlowRank",
+           "HostWork", "Job", "Pauses", "NcclExporter", "RankLoss", "Restart", "RotatingSlow", "Scrape", "SlowRank",
            "StageBubble", "gpu_uuid", "_Sim"]

@@ -89,3 +89,23 @@ class ExporterRestart:
     gap: float = 60.0
 
 
+
+
+@dataclass(frozen=True)
+class HostWork:
+    """``rank`` spends ``seconds`` per step outside its compute (rank 0's logging,
+    evaluation and checkpoint bookkeeping; a dataloader that stalls) from ``start`` until
+    ``end``: the step waits for it at the gradient collective, its compute does not grow."""
+    rank: int
+    seconds: float = 0.3
+    start: float = 0.0
+    end: float = math.inf
+
+
+@dataclass(frozen=True)
+class Pauses:
+    """Garbage-collection pauses of ``seconds`` inside compute, on random ranks: each rank
+    pauses ``per_minute`` times a minute on average (Poisson), from ``start``."""
+    seconds: float = 0.3
+    per_minute: float = 1.0
+    start: float = 0.0

@@ -54,6 +54,9 @@ class Job:
     # Export train_rank_mesh_info and train_compute_wait_seconds, as a job instrumented by
     # obsgen.instrument with its mesh declared and patch_distributed on does.
     reports_mesh: bool = False
+    # With reports_mesh, export the wait too (False: a job that declares its mesh but times
+    # no collective, e.g. without patch_distributed).
+    reports_wait: bool = True
     microbatches: int = 8
     stage_compute: tuple[float, ...] = ()  # relative compute of each stage (default equal)
     emit_pipeline: bool | None = None  # export pipeline_stage_seconds (default: when pp > 1)

@@ -10,8 +10,8 @@ from typing import Iterator
 
 from ..contract import M
 from .emit import _Emit
-from .faults import (CheckpointStall, GradNaN, GradSpike, GradVanish, RankLoss, Restart,
-                     RotatingSlow, SlowRank, StageBubble)
+from .faults import (CheckpointStall, GradNaN, GradSpike, GradVanish, HostWork, Pauses,
+                     RankLoss, Restart, RotatingSlow, SlowRank, StageBubble)
 from ..mesh import Mesh
 from .job import STALE, Job, Scrape
 from .sidecar import _Sidecar
@@ -195,6 +195,8 @@ class _Sim(_Emit, _Sidecar):
         means = self.computes(own)  # with the waits for its lockstep peers and its pipeline
         comm = j.step_seconds * (1 - j.compute_share)
         wall = max(own) * (1 + 1.4 * j.noise) + comm  # the slowest rank sets the pace
+        wall += max((f.seconds for f in j.faults if isinstance(f, HostWork)
+                     and f.start <= tm < f.end and not self.lost(f.rank, tm)), default=0.0)
         self.step_frac += avail / wall
         n = int(self.step_frac)
         self.step_frac -= n
@@ -212,9 +214,10 @@ class _Sim(_Emit, _Sidecar):
             mean, wait = means[r], means[r] - own[r]
             noisy = lambda m: n * m * (1 + j.noise * self.rng.gauss(0, 1) / math.sqrt(n))
             # the noise is the rank's own work's; what it waits for is its peers' mean
-            self._observe(r, M.train_compute_seconds.key, n, noisy(own[r]) + n * wait, mean,
-                          mean * j.noise)
-            if j.reports_mesh:
+            paused = self.paused(n, wall, tm)  # GC pauses inside compute, its own work
+            self._observe(r, M.train_compute_seconds.key, n, noisy(own[r]) + n * wait + paused,
+                          mean, mean * j.noise)
+            if j.reports_mesh and j.reports_wait:
                 self._observe(r, M.train_compute_wait_seconds.key, n, n * wait, wait,
                               wait * j.noise)
             self._observe(r, M.train_step_seconds.key, n, n * wall, wall, wall * 0.002)
@@ -231,6 +234,25 @@ class _Sim(_Emit, _Sidecar):
                               busy / 3 * j.noise, phase="forward")
                 self._observe(r, M.pipeline_stage_seconds.key, n, noisy(2 * busy / 3), 2 * busy / 3,
                               2 * busy / 3 * j.noise, phase="backward")
+
+    def paused(self, steps: int, wall: float, t: float) -> float:
+        """Seconds of GC pauses a rank had in ``steps`` steps (0 without a Pauses fault; its
+        own random stream, so jobs without one draw exactly as before)."""
+        faults = [f for f in self.j.faults if isinstance(f, Pauses) and t >= f.start]
+        if not faults:
+            return 0.0
+        rng = self.__dict__.setdefault("prng", random.Random(self.j.seed * 104729 + 3))
+        total = 0.0
+        for f in faults:
+            expected, k, p = f.per_minute * steps * wall / 60.0, 0, rng.random()
+            # Poisson draw by inversion (expected counts are small)
+            term = acc = math.exp(-expected)
+            while p > acc and k < 1000:
+                k += 1
+                term *= expected / k
+                acc += term
+            total += k * f.seconds
+        return total
 
     def _host(self, rank: int) -> int:
         """Index of the host a rank's process runs on now: each restart's processes come up
