@@ -54,9 +54,11 @@ SCENARIOS: dict[str, Scenario] = {
         "rank 3 (or the last rank) computes 20% slower from minute 30",
         lambda j: replace(j, faults=(SlowRank(rank=_slow_rank(j), factor=1.2, start=30 * MIN),)),
         30 * MIN),
+    # 12%: each rank straggles 2.5 to 7.5 minutes into its turn, so the first has recovered
+    # as the second starts, 1.5 minutes before it could be confirmed as persistent.
     "rotating-straggler": Scenario(
-        "a different rank computes 20% slower every 5 minutes from minute 10",
-        _faults(RotatingSlow(factor=1.2, period=5 * MIN, start=10 * MIN)), 10 * MIN),
+        "a different rank computes 12% slower every 5 minutes from minute 10",
+        _faults(RotatingSlow(factor=1.12, period=5 * MIN, start=10 * MIN)), 10 * MIN),
     # 5 minutes, not the fixtures' 2: Explosion (for 1m) then fires for 4 model minutes, 4
     # wall seconds at 60x, which leaves Alertmanager's group_wait (0.5 s) time to notify it
     # as firing on a loaded machine; 2 minutes left it a second, and a notification that

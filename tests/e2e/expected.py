@@ -24,8 +24,11 @@ EXPECTED = {
         "megatron", set()),
     "a rank 20% slower in compute fires Persistent for that rank and stage only": (
         "straggler", {alert(P, rank="3", stage="0")}),
-    "a slow rank rotating every 5 minutes fires Transient, never Persistent": (
-        "rotating-straggler", {alert(T)}),
+    # A rate window remembers each turn for minutes: the first rank cannot be told from a
+    # persistent straggler until the slowness moves (obsgen/alerts/stragglers.py).
+    "a slow rank rotating every 5 minutes fires Persistent for the first rank it slows, "
+    "until it recovers, then Transient": (
+        "rotating-straggler", {alert(P, rank="0", stage="0"), alert(T)}),
     "a 40x gradient spike fires Explosion": ("grad-explosion", {alert("Train_GradientExplosion")}),
     "a NaN gradient norm fires NonFinite for the gradient norm, and no explosion": (
         "nan", {alert("Train_GradientNonFinite", signal="grad_norm")}),
