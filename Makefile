@@ -11,7 +11,7 @@ TOOLS  := promtool vmalert amtool
 E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager
 
 .DEFAULT_GOAL := help
-.PHONY: help render check test e2e bench bench-scale bench-quick lint fuzz fixtures golden tools e2e-tools clean
+.PHONY: help render check test e2e bench bench-scale bench-quick detect lint fuzz fixtures golden tools e2e-tools clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -64,13 +64,17 @@ $(BENCH_STAMP): $(E2E_STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,torch,bench]'
 	@touch $@
 
-bench: $(BENCH_STAMP) e2e-tools ## benchmarks: NCCL sidecar parse rate, instrument overhead, rules and panels at 1k-16k ranks (~1 h)
+bench: $(BENCH_STAMP) e2e-tools ## benchmarks: NCCL sidecar parse rate, instrument overhead, straggler detection, rules and panels at 1k-16k ranks (~1 h)
 	$(BIN)/python -m benchmarks.nccl_parse
+	$(BIN)/python -m benchmarks.detect
 	$(BIN)/python benchmarks/instrument_overhead.py
 	$(BIN)/python -m benchmarks.scale
 
 bench-scale: $(BENCH_STAMP) e2e-tools ## only the scale benchmark: benchmarks/RESULTS.md and scale.png
 	$(BIN)/python -m benchmarks.scale
+
+detect: $(STAMP) tools ## straggler injection benchmark: localization, precision, recall, latency on real meshes (benchmarks/DETECTION.md, ~15 min)
+	$(BIN)/python -m benchmarks.detect
 
 bench-quick: $(STAMP) e2e-tools ## the scale benchmark at 256 ranks (< 3 min; make e2e runs it)
 	$(BIN)/python -m benchmarks.scale --quick

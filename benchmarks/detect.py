@@ -1,0 +1,295 @@
+"""Straggler injection benchmark: does the straggler family name the slow GPU, how fast,
+and does it page anyone on a healthy job?
+
+    python -m benchmarks.detect            # writes benchmarks/DETECTION.md (make detect)
+    python -m benchmarks.detect --quick    # a few cases, printed only
+
+Every case is a job of ``obsgen.synth`` on a real mesh (TP in {1, 2, 4, 8} x PP in
+{1, 2, 4} x DP in {1, 2, 4}, 8 to 64 ranks, its ranks reporting their wait inside
+compute): a GPU made 10%, 20% or 50% slower at one of three places of the mesh (the
+first rank, one in the middle, the last rank), or a healthy pattern (warm-up, jitter, a
+heavier last stage, rank 0's host work, GC pauses, a dataloader stall, moving sequence
+length imbalance, a restart). Onsets move by a few seconds from case to case, so the
+scrape phase differs. promtool evaluates the rendered rules (rules/stragglers.yaml, the
+default config) on the case's scrapes every 30 s, and the firing straggler alerts at each
+evaluation are read from its output.
+
+Scores: a case with a slow GPU is *detected* when a straggler alert points at it within
+``DEADLINE`` minutes of the onset (Persistent for its rank, or TPGroup for its TP group),
+and *localized* when the first straggler alert to fire names its rank alone. An alert is
+*false* when it points at no slow GPU (every alert of a healthy case is). Latency is from
+the onset to the first alert that points at the GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from obsgen import promtool
+from obsgen.mesh import Mesh
+from obsgen.synth import HostWork, Job, Pauses, Restart, RotatingSlow, SlowRank
+from tests.promtool import support
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = ROOT / "rules" / "stragglers.yaml"
+OUT = ROOT / "benchmarks" / "DETECTION.md"
+MIN = 60
+ONSET = 20 * MIN  # model seconds: after warm-up and two rate windows
+DEADLINE = {1.1: 10, 1.2: 5, 1.5: 5}  # minutes the target allows per slowdown
+MINUTES = 40  # of each case
+ALERTS = ("Train_Straggler_Persistent", "Train_Straggler_TPGroup", "Train_Straggler_Transient")
+READS = {"train_compute_seconds_sum", "train_compute_seconds_count",
+         "train_compute_wait_seconds_sum", "train_compute_wait_seconds_count",
+         "train_rank_mesh_info"}
+
+
+@dataclass
+class Result:
+    name: str
+    mesh: str
+    slow: int | None  # the slow rank (None: a healthy case)
+    factor: float | None
+    onset: float
+    fired: dict[float, set[tuple]] = field(default_factory=dict)  # minute -> alerts
+
+    def points_at_slow(self, alert: tuple, job: Job) -> bool:
+        name, labels = alert[0], dict(alert[1])
+        if self.slow is None or name == "Train_Straggler_Transient":
+            return False
+        if name == "Train_Straggler_Persistent":
+            return labels.get("rank") == str(self.slow)
+        mesh = Mesh.of_world(job.ranks, tp=job.tp, pp=job.pp)
+        return labels.get("tp_group") == str(min(mesh.group(self.slow, "tp")))
+
+    def distinct(self) -> set[tuple]:
+        return set().union(*self.fired.values()) if self.fired else set()
+
+    def first(self, job: Job, pointing: bool) -> tuple[float, tuple] | None:
+        for minute in sorted(self.fired):
+            hits = [a for a in self.fired[minute] if self.points_at_slow(a, job) == pointing
+                    or not pointing]
+            if hits:
+                return minute, sorted(hits)[0]
+        return None
+
+
+def meshes() -> list[tuple[int, int, int]]:
+    return [(tp, pp, dp) for tp in (1, 2, 4, 8) for pp in (1, 2, 4) for dp in (1, 2, 4)
+            if 8 <= tp * pp * dp <= 64]
+
+
+def _job(tp: int, pp: int, dp: int, seed: int, **kw) -> Job:
+    ranks = tp * pp * dp
+    return Job(job_id="detect", ranks=ranks, ranks_per_node=min(8, ranks), tp=tp, pp=pp,
+               microbatches=8, reports_mesh=True, seed=seed, **kw)
+
+
+def positions(tp: int, pp: int, dp: int) -> dict[str, int]:
+    m = Mesh(tp=tp, pp=pp, dp=dp)
+    return {"first rank": 0, "middle": m.rank_of(tp=tp // 2, dp=dp // 2, pp=pp // 2),
+            "last rank": m.world - 1}
+
+
+def injected(quick: bool = False) -> list[tuple[str, Job, int, float, float]]:
+    out, k = [], 0
+    for tp, pp, dp in meshes()[:3] if quick else meshes():
+        for where, rank in positions(tp, pp, dp).items():
+            for factor in (1.1, 1.2, 1.5):
+                onset = ONSET + (k * 7) % 30  # every scrape phase
+                job = _job(tp, pp, dp, seed=k + 1,
+                           faults=(SlowRank(rank=rank, factor=factor, start=onset),))
+                out.append((f"TP{tp} PP{pp} DP{dp}, {where} (rank {rank}), "
+                            f"{round((factor - 1) * 100)}% slower", job, rank, factor, onset))
+                k += 1
+    return out
+
+
+HEALTHY = {
+    "warm-up, 3% jitter": lambda m, s: _job(*m, seed=s),
+    "5% jitter and 2% per-GPU speed spread": lambda m, s: _job(*m, seed=s, noise=0.05,
+                                                              rank_spread=0.02),
+    "a last stage 25% heavier": lambda m, s: _job(*m, seed=s, stage_compute=(1.0,) * (m[1] - 1) + (1.25,)),
+    "rank 0 logging, evaluating and checkpointing outside compute":
+        lambda m, s: _job(*m, seed=s, faults=(HostWork(rank=0, seconds=0.4, start=5 * MIN),)),
+    "GC pauses of 300 ms, twice a minute per rank":
+        lambda m, s: _job(*m, seed=s, faults=(Pauses(seconds=0.3, per_minute=2.0),)),
+    "one rank's dataloader stalling for 2 minutes":
+        lambda m, s: _job(*m, seed=s, faults=(HostWork(rank=1, seconds=30.0, start=ONSET,
+                                                       end=ONSET + 2 * MIN),)),
+    "sequence-length imbalance moving between ranks every 30 s (up to 8%)":
+        lambda m, s: _job(*m, seed=s, faults=(RotatingSlow(factor=1.08, period=30, start=5 * MIN),)),
+    "a restart with a 3-minute gap": lambda m, s: _job(*m, seed=s, faults=(Restart(at=ONSET, gap=3 * MIN),)),
+}
+HEALTHY_MESHES = ((1, 2, 4), (2, 2, 2), (8, 2, 2), (4, 4, 2))
+
+
+def healthy(quick: bool = False) -> list[tuple[str, Job]]:
+    out, k = [], 1000
+    for name, make in HEALTHY.items():
+        for mesh in HEALTHY_MESHES[:1] if quick else HEALTHY_MESHES:
+            if mesh[1] == 1 and "last stage" in name:
+                continue
+            out.append((f"{name} (TP{mesh[0]} PP{mesh[1]} DP{mesh[2]})", make(mesh, k)))
+            k += 1
+    return out
+
+
+_FAIL = re.compile(r"alertname: (\S+), time: ([0-9hms]+),")
+_LABELS = re.compile(r"Labels:\{([^}]*)\}")
+
+
+def _minutes(text: str) -> float:
+    parts = dict((u, float(n)) for n, u in re.findall(r"([0-9.]+)([hms])", text))
+    return parts.get("h", 0) * 60 + parts.get("m", 0) + parts.get("s", 0) / 60
+
+
+def evaluate(job: Job, start: float, end: float) -> dict[float, set[tuple]]:
+    """The straggler alerts firing at every evaluation from ``start`` to ``end`` minutes."""
+    probes = [{"eval_time": support._minutes(m / 2), "alertname": a, "exp_alerts": []}
+              for m in range(int(start * 2), int(end * 2) + 1) for a in ALERTS]
+    doc = {"rule_files": [str(RULES)], "evaluation_interval": "30s",
+           "tests": [{"name": "detect", "interval": "30s",
+                      "input_series": support.input_series([job], end, READS),
+                      "alert_rule_test": probes}]}
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as fh:
+        yaml.safe_dump(doc, fh)
+        fh.flush()
+        proc = subprocess.run([promtool.find(), "test", "rules", fh.name],
+                              capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    fired: dict[float, set[tuple]] = {}
+    # each failed probe: "alertname: X, time: T," then "exp:[]," then "got:[ Labels:{...} ...]"
+    for block in re.split(r"\n\s*alertname: ", "\n" + out)[1:]:
+        head = _FAIL.match("alertname: " + block)
+        if not head:
+            continue
+        got = block.split("got:", 1)[1] if "got:" in block else ""
+        for labels in _LABELS.findall(got):
+            pairs = tuple(sorted((k, v) for k, v in re.findall(r'(\w+)="([^"]*)"', labels)
+                                 if k in ("rank", "tp_group", "job_id", "stage")))
+            fired.setdefault(_minutes(head.group(2)), set()).add((head.group(1), pairs))
+    return fired
+
+
+def run(quick: bool = False) -> tuple[list, list]:
+    inj, ok = [], []
+    for name, job, rank, factor, onset in injected(quick):
+        t0 = time.monotonic()
+        r = Result(name, f"TP{job.tp} PP{job.pp}", rank, factor, onset / MIN,
+                   evaluate(job, onset / MIN - 2, MINUTES))
+        inj.append((r, job))
+        print(f"{name}: {_summary(r, job)} ({time.monotonic() - t0:.1f} s)", flush=True)
+    for name, job in healthy(quick):
+        r = Result(name, "", None, None, 0.0, evaluate(job, 5, MINUTES))
+        ok.append((r, job))
+        print(f"healthy, {name}: {len(r.distinct())} alerts", flush=True)
+    return inj, ok
+
+
+def _latency(r: Result, job: Job) -> float | None:
+    hit = r.first(job, pointing=True)
+    return None if hit is None else hit[0] - r.onset
+
+
+def _summary(r: Result, job: Job) -> str:
+    lat = _latency(r, job)
+    return "missed" if lat is None else f"{lat:.1f} min"
+
+
+def scores(inj: list, ok: list) -> dict:
+    detected = localized = 0
+    true_alerts = false_alerts = 0
+    lat: dict[float, list[float]] = {}
+    for r, job in inj:
+        latency = _latency(r, job)
+        if latency is not None and latency <= DEADLINE[r.factor]:
+            detected += 1
+        if latency is not None:
+            lat.setdefault(r.factor, []).append(latency)
+        first = r.first(job, pointing=False)
+        if first and first[1][0] == "Train_Straggler_Persistent" and r.points_at_slow(first[1], job):
+            localized += 1
+        for a in r.distinct():
+            if r.points_at_slow(a, job):
+                true_alerts += 1
+            else:
+                false_alerts += 1
+    false_pages = {r.name: len(r.distinct()) for r, _ in ok}
+    false_alerts_total = false_alerts + sum(false_pages.values())
+    return {"cases": len(inj), "detected": detected, "localized": localized,
+            "recall": detected / len(inj) if inj else 0.0,
+            "top1": localized / len(inj) if inj else 0.0,
+            "precision": true_alerts / (true_alerts + false_alerts_total)
+            if true_alerts + false_alerts_total else 0.0,
+            "latency": {f: (statistics.median(v), _p95(v), len(v)) for f, v in sorted(lat.items())},
+            "false_pages": false_pages}
+
+
+def _p95(values: list[float]) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, -(-95 * len(v) // 100) - 1))]
+
+
+def report(inj: list, ok: list, s: dict) -> str:
+    met = lambda ok_: "met" if ok_ else "**missed**"
+    lines = [
+        "# Straggler detection (make detect)", "",
+        "Written by `python -m benchmarks.detect` (`make detect`, also run by `make bench`); "
+        "see the module docstring for the cases and the scores. Rules: `rules/stragglers.yaml` "
+        "as rendered from the default config, evaluated by promtool every 30 s on each case's "
+        "scrapes.", "",
+        "| target | value | |", "|---|---:|---|",
+        f"| top-1 localization >= 95% | {s['top1']:.1%} ({s['localized']}/{s['cases']}) | {met(s['top1'] >= 0.95)} |",
+        f"| precision >= 0.95 | {s['precision']:.3f} | {met(s['precision'] >= 0.95)} |",
+        f"| recall >= 0.95 (within 10 min at 10%, 5 min at 20% and 50%) | {s['recall']:.3f} ({s['detected']}/{s['cases']}) | {met(s['recall'] >= 0.95)} |",
+        f"| 0 false pages on healthy jobs | {sum(s['false_pages'].values())} | {met(sum(s['false_pages'].values()) == 0)} |",
+    ]
+    for f, (p50, p95, n) in s["latency"].items():
+        lines.append(f"| latency at {round((f - 1) * 100)}% slower, p95 <= {DEADLINE[f]} min | "
+                     f"p50 {p50:.1f}, p95 {p95:.1f} min ({n} detected) | {met(p95 <= DEADLINE[f])} |")
+    lines += ["", "## Cases with a slow GPU", "",
+              "| case | first alert | latency (min) | alerts pointing elsewhere |", "|---|---|---:|---:|"]
+    for r, job in inj:
+        first = r.first(job, pointing=False)
+        name = "none" if first is None else (
+            f"{first[1][0].removeprefix('Train_Straggler_')} "
+            + ", ".join(f"{k}={v}" for k, v in first[1][1] if k in ("rank", "tp_group")))
+        lat = _latency(r, job)
+        wrong = sum(1 for a in r.distinct() if not r.points_at_slow(a, job))
+        lines.append(f"| {r.name} | {name} | {'missed' if lat is None else f'{lat:.1f}'} | {wrong} |")
+    lines += ["", "## Healthy cases (every alert is a false page)", "",
+              "| case | straggler alerts |", "|---|---:|"]
+    for name, n in s["false_pages"].items():
+        lines.append(f"| {name} | {n} |")
+    lines += ["", "Not modelled: an elastic resize (the synthetic job keeps its world size "
+              "across a restart)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="a few cases, printed, nothing written")
+    args = p.parse_args(argv)
+    t0 = time.monotonic()
+    inj, ok = run(args.quick)
+    s = scores(inj, ok)
+    text = report(inj, ok, s)
+    if args.quick:
+        print(text)
+    else:
+        OUT.write_text(text)
+        print(f"wrote {OUT.relative_to(ROOT)} ({time.monotonic() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
