@@ -1,0 +1,113 @@
+"""Real PyTorch jobs on a parallel mesh (torchrun, 4 ranks, gloo on CPU), instrumented with
+obsgen.instrument and scraped by the real Prometheus, each with one slow GPU
+(examples/mesh_straggler.py):
+
+* TP=2 x DP=2: rank 3's layers are slower, so its TP peer (rank 2) waits for it inside
+  every layer's all-reduce and reports the same compute time;
+* PP=2 x DP=2, real send/recv between the stages: rank 3, one of the two ranks of stage
+  1, is slower, so its pipeline peer in stage 0 (rank 1) waits for it in recv.
+
+In both, Train_Straggler_Persistent names the slow GPU alone, and no other straggler alert
+fires over the whole run: not for its peer, not Transient, not TPGroup."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import time
+
+import pytest
+
+from . import harness
+
+P = "Train_Straggler_Persistent"
+SLOW, RANKS = "3", 4
+JOBS = {  # mesh -> (arguments, the peer that waits for the slow GPU)
+    "tp2-dp2": (["--tp", "2"], "2"),
+    "pp2-dp2": (["--pp", "2"], "1"),
+}
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None and os.environ.get("CI") != "true",
+    reason="torch not installed: `make e2e` installs obsgen[torch]")
+
+
+def _torchrun() -> str:
+    here = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    return here if os.path.exists(here) else shutil.which("torchrun")
+
+
+def per_rank(stack, expr: str) -> dict[str, float]:
+    return {s["metric"]["rank"]: float(s["value"][1]) for s in stack.prom.query(expr)}
+
+
+@pytest.fixture(scope="module", params=list(JOBS))
+def job(request, stack, procs):
+    """Run one mesh job until the slow GPU is named, then keep it training a while."""
+    mesh = request.param
+    args, peer = JOBS[mesh]
+    job_id = f"mesh-{mesh}"
+    env = {**os.environ, "OBSGEN_PORT_BASE": "0", "OBSGEN_ADDR": "127.0.0.1",
+           "OBSGEN_SD_DIR": str(stack.sd_dir), "OMP_NUM_THREADS": "1"}
+    started = time.time()
+    name = f"torchrun-{mesh}"
+    proc = procs.start(name, [
+        _torchrun(), "--standalone", f"--nproc_per_node={RANKS}",
+        str(harness.ROOT / "examples" / "mesh_straggler.py"), "--job-id", job_id, *args,
+        "--slow-rank", SLOW, "--max-seconds", "75"], env=env)
+    harness.wait_until(f"{RANKS} ranks of {job_id} scraped", lambda: len(stack.prom.query(
+        f'train_world_size{{job_id="{job_id}"}}')) == RANKS, 120, on_fail=lambda: procs.log(name))
+    harness.wait_until(f"{P} for rank {SLOW} of {job_id}", lambda: stack.prom.query(
+        f'ALERTS{{alertname="{P}", alertstate="firing", job_id="{job_id}", rank="{SLOW}"}}'),
+        120, on_fail=lambda: procs.log(name))
+    named = time.time()
+    time.sleep(20)  # twenty model minutes more of training, named
+    yield {"id": job_id, "peer": peer, "started": started, "named": named, "proc": proc,
+           "name": name}
+    assert proc.wait(120) == 0, procs.log(name)
+    procs.procs.pop(name, None)
+
+
+def test_the_slow_gpu_is_named_within_5_model_minutes_of_the_first_scrape(job):
+    # the stage is judged after two rate windows (10 s): the job is slow from its start
+    assert job["named"] - job["started"] < 60, job["named"] - job["started"]
+
+
+def test_only_the_slow_gpu_fires_and_no_transient_over_the_whole_run(stack, job):
+    """Of the straggler alerts: the job never checkpoints (NoCheckpoints), and in PP the
+    slow stage leaves the other idle (Bubble_Excess), which other families say."""
+    since = int(time.time() - job["started"]) + 5
+    fired = {(s["metric"]["alertname"], s["metric"].get("rank"))
+             for s in stack.prom.query(
+                 f'max_over_time(ALERTS{{alertstate="firing", alertname=~"Train_Straggler_.*", '
+                 f'job_id="{job["id"]}"}}[{since}s])')}
+    assert fired == {(P, SLOW)}
+
+
+def test_its_peer_waits_for_it_in_compute_but_its_busy_time_is_its_own(stack, job):
+    sel = f'{{job_id="{job["id"]}"}}'
+    window = "10s"
+    compute = per_rank(stack, f"sum by (rank) (rate(train_compute_seconds_sum{sel}[{window}])) / "
+                              f"sum by (rank) (rate(train_compute_seconds_count{sel}[{window}]))")
+    busy = per_rank(stack, f'job_rank:train_busy_seconds:mean5s{sel}')
+    peer = job["peer"]
+    assert len(compute) == len(busy) == RANKS, (compute, busy)
+    # compute alone would name the peer too (what the straggler rules read before)
+    assert compute[peer] > 0.95 * compute[SLOW], compute
+    others = [busy[r] for r in busy if r != SLOW]
+    assert busy[SLOW] > 1.2 * max(others), busy
+    assert busy[peer] < 1.05 * min(busy[r] for r in busy if r not in (SLOW, peer)), busy
+
+
+def test_every_rank_names_its_place_in_the_mesh(stack, job):
+    info = stack.prom.query(f'train_rank_mesh_info{{job_id="{job["id"]}"}}')
+    places = {s["metric"]["rank"]: s["metric"] for s in info}
+    assert sorted(places) == ["0", "1", "2", "3"]
+    if job["id"].endswith("tp2-dp2"):  # TP groups (0, 1) and (2, 3), DP groups (0, 2), (1, 3)
+        assert [places[r]["tp_group"] for r in "0123"] == ["0", "0", "2", "2"]
+        assert [places[r]["dp_group"] for r in "0123"] == ["0", "1", "0", "1"]
+        assert {places[r]["stage"] for r in "0123"} == {"0"}
+    else:  # stages (0, 1) and (2, 3), pipelines (0, 2) and (1, 3)
+        assert [places[r]["stage"] for r in "0123"] == ["0", "0", "1", "1"]
+        assert [places[r]["pp_group"] for r in "0123"] == ["0", "1", "0", "1"]
