@@ -267,6 +267,10 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
     seen: set = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, (dict, list)):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a key must be a plain value, got a {type(key).__name__}",
+                key_node.start_mark)
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark)

@@ -65,6 +65,9 @@ BAD_CONFIGS = {
     "a YAML tag that names a Python module":
         (lambda p: _write(p, b"x: !!python/module:os\n"), "YAML tag"),
     "a YAML syntax error": (lambda p: _write(p, b"metrics: {a: [\n"), "invalid YAML"),
+    "a mapping as a key (found by make fuzz)":
+        (lambda p: _write(p, b"{{}}"), "line 1: invalid YAML: a key must be a plain value, got a dict"),
+    "a list as a key": (lambda p: _write(p, b"? [a]\n: 1\n"), "a key must be a plain value, got a list"),
     "a list, not a mapping": (lambda p: _write(p, b"- a\n- b\n"), "must be a mapping"),
 }
 
