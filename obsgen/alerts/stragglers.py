@@ -156,7 +156,9 @@ def build(c: Ctx) -> Family:
               unless {c.on(L.job_id, L.rank)} {c.m(M.train_compute_wait_seconds, '_count')}
             )
             * {c.join((L.job_id, L.rank), (L.tp_group,))}
-            max {c.by(L.job_id, L.rank, L.tp_group)} ({c.m(M.train_rank_mesh_info)})
+            max {c.by(L.job_id, L.rank, L.tp_group)} (
+              {c.m(M.train_rank_mesh_info)} and {c.on(L.job_id, L.rank)} {c.r(R.straggler_flag)}
+            )
         """)),
         # The window of the flags is read once per evaluation, here: the share of the
         # stage's evaluations in the window in which the rank straggled.
