@@ -46,7 +46,7 @@ def check_rule_files(files: dict[str, str], cfg: Config) -> list[str]:
 
 
 def check_dashboards(files: dict[str, str], cfg: Config) -> list[str]:
-    """Dashboard lint, and Grafana's JSON schema when OBSGEN_GRAFANA_SCHEMAS is set."""
+    """Dashboard lint, and Grafana's JSON schemas (shipped in the package, or OBSGEN_GRAFANA_SCHEMAS)."""
     from .dashboards import validate as dashboard_checks
     return dashboard_checks.check(files, cfg, families(cfg))
 

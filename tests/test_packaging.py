@@ -21,3 +21,16 @@ def test_pins_are_exact():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     deps = project["dependencies"] + [d for ds in project["optional-dependencies"].values() for d in ds]
     assert all("==" in d for d in deps), [d for d in deps if "==" not in d]
+
+
+def test_the_grafana_schemas_are_package_data():
+    """Renders validate against the schemas in obsgen/dashboards/schemas/grafana; a real
+    (non-editable) install must carry them, so pyproject's package data must name them."""
+    import fnmatch
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    globs = data["obsgen.dashboards"]
+    shipped = ROOT / "obsgen" / "dashboards" / "schemas" / "grafana"
+    files = [p.relative_to(shipped.parent.parent).as_posix() for p in shipped.iterdir()]
+    assert {"schemas/grafana/LICENSE", "schemas/grafana/README.md"} <= set(files)
+    assert all(any(fnmatch.fnmatch(f, g) for g in globs) for f in files), (files, globs)
