@@ -55,7 +55,6 @@ READS = {"train_compute_seconds_sum", "train_compute_seconds_count",
 @dataclass
 class Result:
     name: str
-    mesh: str
     slow: int | None  # the slow rank (None: a healthy case)
     factor: float | None
     onset: float
@@ -67,16 +66,14 @@ class Result:
             return False
         if name == "Train_Straggler_Persistent":
             return labels.get("rank") == str(self.slow)
-        mesh = Mesh.of_world(job.ranks, tp=job.tp, pp=job.pp)
-        return labels.get("tp_group") == str(min(mesh.group(self.slow, "tp")))
+        return labels.get("tp_group") == str(min(job.physics().mesh.group(self.slow, "tp")))
 
     def distinct(self) -> set[tuple]:
         return set().union(*self.fired.values()) if self.fired else set()
 
     def first(self, job: Job, pointing: bool) -> tuple[float, tuple] | None:
         for minute in sorted(self.fired):
-            hits = [a for a in self.fired[minute] if self.points_at_slow(a, job) == pointing
-                    or not pointing]
+            hits = [a for a in self.fired[minute] if not pointing or self.points_at_slow(a, job)]
             if hits:
                 return minute, sorted(hits)[0]
         return None
@@ -184,12 +181,12 @@ def run(quick: bool = False) -> tuple[list, list]:
     inj, ok = [], []
     for name, job, rank, factor, onset in injected(quick):
         t0 = time.monotonic()
-        r = Result(name, f"TP{job.tp} PP{job.pp}", rank, factor, onset / MIN,
+        r = Result(name, rank, factor, onset / MIN,
                    evaluate(job, onset / MIN - 2, MINUTES))
         inj.append((r, job))
         print(f"{name}: {_summary(r, job)} ({time.monotonic() - t0:.1f} s)", flush=True)
     for name, job in healthy(quick):
-        r = Result(name, "", None, None, 0.0, evaluate(job, 5, MINUTES))
+        r = Result(name, None, None, 0.0, evaluate(job, 5, MINUTES))
         ok.append((r, job))
         print(f"healthy, {name}: {len(r.distinct())} alerts", flush=True)
     return inj, ok

@@ -26,7 +26,7 @@ def test_a_slow_gpu_is_read_back_as_the_persistent_alert_for_its_rank():
     assert alerts == {("Train_Straggler_Persistent",
                        (("job_id", "detect"), ("rank", "5"), ("stage", "1")))}
     assert min(fired) > detect.ONSET / 60  # nothing before the onset
-    r = detect.Result("x", "", 5, 1.5, detect.ONSET / 60, fired)
+    r = detect.Result("x", 5, 1.5, detect.ONSET / 60, fired)
     s = detect.scores([(r, job)], [])
     assert (s["top1"], s["recall"], s["precision"]) == (1.0, 1.0, 1.0)
     assert 0 < s["latency"][1.5][0] <= 5
@@ -36,9 +36,9 @@ def test_an_alert_naming_another_rank_or_any_alert_of_a_healthy_job_is_false():
     job = detect._job(2, 2, 2, seed=1)
     other = ("Train_Straggler_Persistent", (("job_id", "detect"), ("rank", "4"), ("stage", "1")))
     group = ("Train_Straggler_TPGroup", (("job_id", "detect"), ("stage", "1"), ("tp_group", "4")))
-    r = detect.Result("x", "", 5, 1.2, 20.0, {22.0: {other}, 23.0: {group}})
+    r = detect.Result("x", 5, 1.2, 20.0, {22.0: {other}, 23.0: {group}})
     assert not r.points_at_slow(other, job) and r.points_at_slow(group, job)  # 5 is in TP group 4
-    healthy = detect.Result("h", "", None, None, 0.0, {10.0: {other}})
+    healthy = detect.Result("h", None, None, 0.0, {10.0: {other}})
     s = detect.scores([(r, job)], [(healthy, job)])
     assert s["top1"] == 0.0 and s["false_pages"] == {"h": 1}
     assert s["precision"] == pytest.approx(1 / 3)

@@ -38,6 +38,8 @@ class _Sim(_Emit, _Sidecar):
         self._keys: dict[tuple, tuple] = {}
         # NCCL sidecar: its own random stream, so jobs without it draw exactly as before.
         self.nrng = random.Random(job.seed * 7919 + 17)
+        # GC pauses: their own stream too
+        self.prng = random.Random(job.seed * 104729 + 3)
         self.ncounters: dict[tuple, float] = {}
         self.exporter_gen = 0
         self.t_prev: float | None = None  # time of the previous scrape
@@ -241,7 +243,7 @@ class _Sim(_Emit, _Sidecar):
         faults = [f for f in self.j.faults if isinstance(f, Pauses) and t >= f.start]
         if not faults:
             return 0.0
-        rng = self.__dict__.setdefault("prng", random.Random(self.j.seed * 104729 + 3))
+        rng = self.prng
         total = 0.0
         for f in faults:
             expected, k, p = f.per_minute * steps * wall / 60.0, 0, rng.random()
