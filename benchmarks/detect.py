@@ -112,8 +112,8 @@ def injected(quick: bool = False) -> list[tuple[str, Job, int, float, float]]:
 
 HEALTHY = {
     "warm-up, 3% jitter": lambda m, s: _job(*m, seed=s),
-    "5% jitter and 2% per-GPU speed spread": lambda m, s: _job(*m, seed=s, noise=0.05,
-                                                              rank_spread=0.02),
+    "5% jitter, each GPU within 3% of nominal speed": lambda m, s: _job(*m, seed=s, noise=0.05,
+                                                                   rank_spread=0.015),
     "a last stage 25% heavier": lambda m, s: _job(*m, seed=s, stage_compute=(1.0,) * (m[1] - 1) + (1.25,)),
     "rank 0 logging, evaluating and checkpointing outside compute":
         lambda m, s: _job(*m, seed=s, faults=(HostWork(rank=0, seconds=0.4, start=5 * MIN),)),

@@ -33,7 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "selector": {},
     "thresholds": {
         # A rank straggles while its busy time is this many times the median of the rest of its stage.
-        "straggler_ratio": 1.06,
+        "straggler_ratio": 1.07,
         # Ranks that straggled within windows.straggler_persistence and recovered that make stragglers transient.
         "straggler_transient_ranks": 2,
         # Gradient norm above this many times its baseline is an explosion.

@@ -140,7 +140,7 @@ def test_missing_config_file_uses_defaults(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = config.load(None, alert_names=NAMES)
     assert cfg.source == "(defaults)"
-    assert cfg["thresholds"]["straggler_ratio"] == 1.06
+    assert cfg["thresholds"]["straggler_ratio"] == 1.07
 
 
 def test_user_values_merge_over_defaults(tmp_path):

@@ -44,9 +44,16 @@ length, so a slowness that dwells a minute or two on one rank flags it for minut
 cannot be told from a persistent straggler until it moves: Persistent fires for the
 first rank it dwells on until that rank recovers, then Transient takes over.
 
+**The threshold** (1.07 by default) sits between the spread of healthy GPUs and the
+slowdowns worth a page. Healthy GPUs of one model differ persistently by a few percent
+(within about 3% of nominal), and a 5m mean of a noisy step time moves by under a
+percent more; a GPU 10% slower is what the targets ask to be named. A fleet whose
+healthy GPUs spread wider raises it, at the cost of later detection.
+
 Detection latency with the defaults (30 s scrape and evaluation, a 5m rate window, a
-threshold of 1.06): a rank 20% slower crosses the threshold once 30% of the rate window
-is slow (1.5 minutes), and fires 1m30s later; a rank 10% slower crosses after 3 minutes.
+threshold of 1.07): a rank 20% slower crosses the threshold once 35% of the rate window
+is slow (under 2 minutes), and fires 1m30s later; a rank 10% slower crosses after
+about 3.5 minutes.
 The fixtures and ``make detect`` measure both (README, benchmarks/DETECTION.md).
 
 ## Train_Straggler_Persistent

@@ -8,7 +8,7 @@ they all see the same physics:
   time inside the collective is the step time minus its own compute, so the slow rank
   shows the *least* collective time (it arrives last and waits for nobody).
 * Noise: per-step compute varies by ``noise`` (relative), ranks differ persistently by
-  ``rank_spread``, the gradient norm by 10%, and warm-up steps after every (re)start are
+  ``rank_spread`` (a normal spread cut at twice that: healthy GPUs stay that close), the gradient norm by 10%, and warm-up steps after every (re)start are
   slower, with a large early gradient norm.
 * Histograms have prometheus_client's default buckets, filled from the step-time
   distribution; counters reset on restart and the scrape labels (``job``, ``instance``)

@@ -63,7 +63,7 @@ class Job:
     step_seconds: float = 1.5  # healthy step wall time
     compute_share: float = 0.8  # share of the healthy step spent in local compute
     noise: float = 0.03  # relative per-step compute noise
-    rank_spread: float = 0.01  # persistent relative speed differences between ranks
+    rank_spread: float = 0.01  # sigma of the ranks' persistent speed differences (cut at 2 sigma)
     warmup: float = 180.0  # seconds of slower steps after every (re)start
     warmup_factor: float = 1.4
     grad_norm: float = 1.0

@@ -21,7 +21,10 @@ class _Sim(_Emit, _Sidecar):
     def __init__(self, job: Job):
         self.j = job
         self.rng = random.Random(job.seed)
-        self.offsets = [1.0 + self.rng.gauss(0, job.rank_spread) for _ in range(job.ranks)]
+        # healthy GPUs differ by at most twice rank_spread: a wider gap is a straggler
+        spread = job.rank_spread
+        self.offsets = [1.0 + max(-2 * spread, min(2 * spread, self.rng.gauss(0, spread)))
+                        for _ in range(job.ranks)]
         self.gen = 0  # restart generation
         self.step = 0
         self.step_frac = 0.0

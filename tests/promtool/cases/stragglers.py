@@ -61,8 +61,13 @@ tp4_ten = mesh(ranks=16, ranks_per_node=8, tp=4, pp=2, microbatches=8,
 CASES = {
     "a healthy job with warm-up fires no straggler": Case(
         [Job(job_id=JOB)], 90, [Never(P), Never(T), Never(G)]),
-    "a synchronous job whose ranks differ by up to 4% in compute fires no straggler": Case(
+    "a synchronous job whose GPUs run up to 4% off nominal speed, with 5% jitter, fires no "
+    "straggler": Case(
         [Job(job_id=JOB, rank_spread=0.02, noise=0.05, seed=7)], 75, [Never(P), Never(T)]),
+    "one GPU 4% slower than the others for an hour, below the 7% ratio, fires no straggler": Case(
+        [Job(job_id=JOB, rank_spread=0.005, seed=11,
+             faults=(SlowRank(rank=2, factor=1.04, start=10 * MIN),))], 75,
+        [Never(P), Never(T), Never(G)]),
     "one rank 20% slower in compute from minute 30 fires Persistent for that rank only, "
     "within 5 minutes, and never Transient": Case(
         [persistent], 80,
@@ -73,9 +78,9 @@ CASES = {
          Value(80, "job_rank:train_straggler:share30m", {f"job_rank:train_straggler:share30m{SLOW3}": 1})]),
     "one rank 10% slower from minute 30 fires Persistent for that rank within 10 minutes": Case(
         [ten], 60, [Never(P, end=32), At(40, P, (straggler(ten, 5, 40),)), Never(T)]),
-    "a slow rank rotating every 2 minutes is Persistent only until the first rank it slowed "
+    "a rank 25% slower rotating every 2 minutes is Persistent only until the first rank it slowed "
     "recovers, then Transient, counting the ranks that straggled and recovered": Case(
-        [Job(job_id=JOB, faults=(RotatingSlow(factor=1.2, period=2 * MIN, start=10 * MIN,
+        [Job(job_id=JOB, faults=(RotatingSlow(factor=1.25, period=2 * MIN, start=10 * MIN,
                                               end=30 * MIN),))], 45,
         [Never(P, end=12), Never(P, start=17), Never(T, end=20),
          # the rotation stopped at minute 30: all 8 ranks straggled in the window and recovered
