@@ -9,7 +9,8 @@ Every case is a job of ``obsgen.synth`` on a real mesh (TP in {1, 2, 4, 8} x PP 
 compute): a GPU made 10%, 20% or 50% slower at one of three places of the mesh (the
 first rank, one in the middle, the last rank), or a healthy pattern (warm-up, jitter, a
 heavier last stage, rank 0's host work, GC pauses, a dataloader stall, moving sequence
-length imbalance, a restart). Onsets move by a few seconds from case to case, so the
+length imbalance, a restart, an elastic resize), or one TP position slowed in every TP
+group (a mesh pattern, Train_Straggler_Mapping's). Onsets move by a few seconds from case to case, so the
 scrape phase differs. promtool evaluates the rendered rules (rules/stragglers.yaml, the
 default config) on the case's scrapes every 30 s, and the firing straggler alerts at each
 evaluation are read from its output.
@@ -36,20 +37,26 @@ import yaml
 
 from obsgen import promtool
 from obsgen.mesh import Mesh
-from obsgen.synth import HostWork, Job, Pauses, Restart, RotatingSlow, SlowRank
+from obsgen.synth import (HostWork, Job, NcclExporter, Pauses, Restart, RotatingSlow, SlowRank,
+                          elastic)
 from tests.promtool import support
 
 ROOT = Path(__file__).resolve().parent.parent
-RULES = ROOT / "rules" / "stragglers.yaml"
+RULES = (ROOT / "rules" / "stragglers.yaml", ROOT / "rules" / "nccl.yaml")
 OUT = ROOT / "benchmarks" / "DETECTION.md"
 MIN = 60
 ONSET = 20 * MIN  # model seconds: after warm-up and two rate windows
 DEADLINE = {1.1: 10, 1.2: 5, 1.5: 5}  # minutes the target allows per slowdown
 MINUTES = 40  # of each case
-ALERTS = ("Train_Straggler_Persistent", "Train_Straggler_TPGroup", "Train_Straggler_Transient")
+LATE = "Train_Straggler_LateArrival"
+MAPPING = "Train_Straggler_Mapping"
+ALERTS = ("Train_Straggler_Persistent", "Train_Straggler_TPGroup", "Train_Straggler_Transient",
+          MAPPING, LATE)
+BUSY = ALERTS[:2]  # the alerts from busy time that name a GPU (or its TP group)
 READS = {"train_compute_seconds_sum", "train_compute_seconds_count",
          "train_compute_wait_seconds_sum", "train_compute_wait_seconds_count",
-         "train_rank_mesh_info"}
+         "train_rank_mesh_info", "train_world_size", "nccl_collective_last_arrival_total",
+         "nccl_collective_aligned_total"}
 
 
 @dataclass
@@ -59,21 +66,28 @@ class Result:
     factor: float | None
     onset: float
     fired: dict[float, set[tuple]] = field(default_factory=dict)  # minute -> alerts
+    pattern: tuple[str, str] | None = None  # (axis, position) of a mesh pattern, any stage
 
     def points_at_slow(self, alert: tuple, job: Job) -> bool:
         name, labels = alert[0], dict(alert[1])
-        if self.slow is None or name == "Train_Straggler_Transient":
+        if self.pattern is not None:
+            return name == MAPPING and (labels.get("mesh_axis"),
+                                        labels.get("mesh_position")) == self.pattern
+        if self.slow is None or name in ("Train_Straggler_Transient", MAPPING):
             return False
-        if name == "Train_Straggler_Persistent":
+        if name in ("Train_Straggler_Persistent", LATE):
             return labels.get("rank") == str(self.slow)
         return labels.get("tp_group") == str(min(job.physics().mesh.group(self.slow, "tp")))
 
     def distinct(self) -> set[tuple]:
         return set().union(*self.fired.values()) if self.fired else set()
 
-    def first(self, job: Job, pointing: bool) -> tuple[float, tuple] | None:
+    def first(self, job: Job, pointing: bool, names: tuple[str, ...] = BUSY + (MAPPING,)
+              ) -> tuple[float, tuple] | None:
+        """The first alert among ``names`` to fire (pointing at the slow GPU, or at all)."""
         for minute in sorted(self.fired):
-            hits = [a for a in self.fired[minute] if not pointing or self.points_at_slow(a, job)]
+            hits = [a for a in self.fired[minute] if a[0] in names
+                    and (not pointing or self.points_at_slow(a, job))]
             if hits:
                 return minute, sorted(hits)[0]
         return None
@@ -86,8 +100,10 @@ def meshes() -> list[tuple[int, int, int]]:
 
 def _job(tp: int, pp: int, dp: int, seed: int, **kw) -> Job:
     ranks = tp * pp * dp
+    # the NCCL sidecar aligns the TP groups (the DP groups without tensor parallelism)
     return Job(job_id="detect", ranks=ranks, ranks_per_node=min(8, ranks), tp=tp, pp=pp,
-               microbatches=8, reports_mesh=True, seed=seed, **kw)
+               microbatches=8, reports_mesh=True, seed=seed,
+               nccl=NcclExporter(group="tp" if tp > 1 else "dp"), **kw)
 
 
 def positions(tp: int, pp: int, dp: int) -> dict[str, int]:
@@ -110,6 +126,22 @@ def injected(quick: bool = False) -> list[tuple[str, Job, int, float, float]]:
     return out
 
 
+def patterns(quick: bool = False) -> list[tuple[str, Job, tuple[str, str]]]:
+    """The last TP position 20% slower in every TP group of the job, in meshes with two or
+    more TP groups per stage: a mapping pattern, Train_Straggler_Mapping's (per stage)."""
+    out, k = [], 500
+    for tp, pp, dp in [m for m in meshes() if m[0] > 1 and m[2] > 1][:2 if quick else None]:
+        mesh = Mesh(tp=tp, pp=pp, dp=dp)
+        slow = [r for r in range(mesh.world) if mesh.coords(r)["tp"] == tp - 1]
+        onset = ONSET + (k * 7) % 30
+        job = _job(tp, pp, dp, seed=k, faults=tuple(SlowRank(rank=r, factor=1.2, start=onset)
+                                                      for r in slow))
+        out.append((f"TP{tp} PP{pp} DP{dp}, TP position {tp - 1} of every TP group, 20% slower",
+                    job, ("tp", str(tp - 1)), onset))
+        k += 1
+    return out
+
+
 HEALTHY = {
     "warm-up, 3% jitter": lambda m, s: _job(*m, seed=s),
     "5% jitter, each GPU within 3% of nominal speed": lambda m, s: _job(*m, seed=s, noise=0.05,
@@ -125,11 +157,13 @@ HEALTHY = {
     "sequence-length imbalance moving between ranks every 30 s (up to 8%)":
         lambda m, s: _job(*m, seed=s, faults=(RotatingSlow(factor=1.08, period=30, start=5 * MIN),)),
     "a restart with a 3-minute gap": lambda m, s: _job(*m, seed=s, faults=(Restart(at=ONSET, gap=3 * MIN),)),
+    "an elastic resize to half the DP replicas, 2 minutes apart":
+        lambda m, s: elastic(_job(*m, seed=s), at=ONSET, gap=2 * MIN, ranks=m[0] * m[1] * m[2] // 2),
 }
 HEALTHY_MESHES = ((1, 2, 4), (2, 2, 2), (8, 2, 2), (4, 4, 2))
 
 
-def healthy(quick: bool = False) -> list[tuple[str, Job]]:
+def healthy(quick: bool = False) -> list[tuple[str, Job | list[Job]]]:
     out, k = [], 1000
     for name, make in HEALTHY.items():
         for mesh in HEALTHY_MESHES[:1] if quick else HEALTHY_MESHES:
@@ -149,13 +183,15 @@ def _minutes(text: str) -> float:
     return parts.get("h", 0) * 60 + parts.get("m", 0) + parts.get("s", 0) / 60
 
 
-def evaluate(job: Job, start: float, end: float) -> dict[float, set[tuple]]:
-    """The straggler alerts firing at every evaluation from ``start`` to ``end`` minutes."""
+def evaluate(job: Job | list[Job], start: float, end: float) -> dict[float, set[tuple]]:
+    """The straggler alerts firing at every evaluation from ``start`` to ``end`` minutes
+    (of a job, or of the runs of one, as an elastic resize makes)."""
     probes = [{"eval_time": support._minutes(m / 2), "alertname": a, "exp_alerts": []}
               for m in range(int(start * 2), int(end * 2) + 1) for a in ALERTS]
-    doc = {"rule_files": [str(RULES)], "evaluation_interval": "30s",
+    doc = {"rule_files": [str(r) for r in RULES], "evaluation_interval": "30s",
            "tests": [{"name": "detect", "interval": "30s",
-                      "input_series": support.input_series([job], end, READS),
+                      "input_series": support.input_series(
+                          job if isinstance(job, list) else [job], end, READS),
                       "alert_rule_test": probes}]}
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as fh:
         yaml.safe_dump(doc, fh)
@@ -172,7 +208,8 @@ def evaluate(job: Job, start: float, end: float) -> dict[float, set[tuple]]:
         got = block.split("got:", 1)[1] if "got:" in block else ""
         for labels in _LABELS.findall(got):
             pairs = tuple(sorted((k, v) for k, v in re.findall(r'(\w+)="([^"]*)"', labels)
-                                 if k in ("rank", "tp_group", "job_id", "stage")))
+                                 if k in ("rank", "tp_group", "job_id", "stage", "mesh_axis",
+                                          "mesh_position")))
             fired.setdefault(_minutes(head.group(2)), set()).add((head.group(1), pairs))
     return fired
 
@@ -185,15 +222,20 @@ def run(quick: bool = False) -> tuple[list, list]:
                    evaluate(job, onset / MIN - 2, MINUTES))
         inj.append((r, job))
         print(f"{name}: {_summary(r, job)} ({time.monotonic() - t0:.1f} s)", flush=True)
+    pat = []
+    for name, job, where, onset in patterns(quick):
+        r = Result(name, None, 1.2, onset / MIN, evaluate(job, onset / MIN - 2, MINUTES), where)
+        pat.append((r, job))
+        print(f"{name}: {_summary(r, job)}", flush=True)
     for name, job in healthy(quick):
         r = Result(name, None, None, 0.0, evaluate(job, 5, MINUTES))
         ok.append((r, job))
         print(f"healthy, {name}: {len(r.distinct())} alerts", flush=True)
-    return inj, ok
+    return inj, pat, ok
 
 
-def _latency(r: Result, job: Job) -> float | None:
-    hit = r.first(job, pointing=True)
+def _latency(r: Result, job: Job, names: tuple[str, ...] = BUSY + (MAPPING,)) -> float | None:
+    hit = r.first(job, pointing=True, names=names)
     return None if hit is None else hit[0] - r.onset
 
 
@@ -202,19 +244,30 @@ def _summary(r: Result, job: Job) -> str:
     return "missed" if lat is None else f"{lat:.1f} min"
 
 
-def scores(inj: list, ok: list) -> dict:
-    detected = localized = 0
+def scores(inj: list, pat: list, ok: list) -> dict:
+    detected = localized = late_detected = 0
     true_alerts = false_alerts = 0
     lat: dict[float, list[float]] = {}
+    late: dict[float, list[float]] = {}
     for r, job in inj:
         latency = _latency(r, job)
         if latency is not None and latency <= DEADLINE[r.factor]:
             detected += 1
         if latency is not None:
             lat.setdefault(r.factor, []).append(latency)
+        la = _latency(r, job, (LATE,))
+        if la is not None and la <= DEADLINE[r.factor]:
+            late_detected += 1
+        if la is not None:
+            late.setdefault(r.factor, []).append(la)
         first = r.first(job, pointing=False)
         if first and first[1][0] == "Train_Straggler_Persistent" and r.points_at_slow(first[1], job):
             localized += 1
+    pattern_named = 0
+    for r, job in pat:
+        latency = _latency(r, job, (MAPPING,))
+        pattern_named += latency is not None and latency <= DEADLINE[r.factor]
+    for r, job in inj + pat:
         for a in r.distinct():
             if r.points_at_slow(a, job):
                 true_alerts += 1
@@ -222,12 +275,15 @@ def scores(inj: list, ok: list) -> dict:
                 false_alerts += 1
     false_pages = {r.name: len(r.distinct()) for r, _ in ok}
     false_alerts_total = false_alerts + sum(false_pages.values())
+    stats = lambda d: {f: (statistics.median(v), _p95(v), len(v)) for f, v in sorted(d.items())}
     return {"cases": len(inj), "detected": detected, "localized": localized,
+            "late_detected": late_detected, "patterns": len(pat), "pattern_named": pattern_named,
             "recall": detected / len(inj) if inj else 0.0,
+            "late_recall": late_detected / len(inj) if inj else 0.0,
             "top1": localized / len(inj) if inj else 0.0,
             "precision": true_alerts / (true_alerts + false_alerts_total)
             if true_alerts + false_alerts_total else 0.0,
-            "latency": {f: (statistics.median(v), _p95(v), len(v)) for f, v in sorted(lat.items())},
+            "latency": stats(lat), "late_latency": stats(late),
             "false_pages": false_pages}
 
 
@@ -236,39 +292,55 @@ def _p95(values: list[float]) -> float:
     return v[min(len(v) - 1, max(0, -(-95 * len(v) // 100) - 1))]
 
 
-def report(inj: list, ok: list, s: dict) -> str:
+def _named(alert: tuple) -> str:
+    return (f"{alert[0].removeprefix('Train_Straggler_')} "
+            + ", ".join(f"{k}={v}" for k, v in alert[1]
+                        if k in ("rank", "tp_group", "stage", "mesh_axis", "mesh_position")))
+
+
+def report(inj: list, pat: list, ok: list, s: dict) -> str:
     met = lambda ok_: "met" if ok_ else "**missed**"
     lines = [
         "# Straggler detection (make detect)", "",
         "Written by `python -m benchmarks.detect` (`make detect`, also run by `make bench`); "
         "see the module docstring for the cases and the scores. Rules: `rules/stragglers.yaml` "
-        "as rendered from the default config, evaluated by promtool every 30 s on each case's "
-        "scrapes.", "",
+        "and `rules/nccl.yaml` as rendered from the default config, evaluated by promtool "
+        "every 30 s on each case's scrapes (the ranks' busy time and the NCCL sidecar's last "
+        "arrivals in the TP groups, or the DP groups without tensor parallelism).", "",
         "| target | value | |", "|---|---:|---|",
         f"| top-1 localization >= 95% | {s['top1']:.1%} ({s['localized']}/{s['cases']}) | {met(s['top1'] >= 0.95)} |",
-        f"| precision >= 0.95 | {s['precision']:.3f} | {met(s['precision'] >= 0.95)} |",
-        f"| recall >= 0.95 (within 10 min at 10%, 5 min at 20% and 50%) | {s['recall']:.3f} ({s['detected']}/{s['cases']}) | {met(s['recall'] >= 0.95)} |",
+        f"| precision >= 0.95 (every straggler alert) | {s['precision']:.3f} | {met(s['precision'] >= 0.95)} |",
+        f"| recall >= 0.95 from busy time (within 10 min at 10%, 5 min at 20% and 50%) | {s['recall']:.3f} ({s['detected']}/{s['cases']}) | {met(s['recall'] >= 0.95)} |",
+        f"| recall >= 0.95 from late arrivals (same deadlines) | {s['late_recall']:.3f} ({s['late_detected']}/{s['cases']}) | {met(s['late_recall'] >= 0.95)} |",
+        f"| mesh patterns named as one Mapping alert per stage within 5 min | {s['pattern_named']}/{s['patterns']} | {met(s['pattern_named'] == s['patterns'])} |",
         f"| 0 false pages on healthy jobs | {sum(s['false_pages'].values())} | {met(sum(s['false_pages'].values()) == 0)} |",
     ]
-    for f, (p50, p95, n) in s["latency"].items():
-        lines.append(f"| latency at {round((f - 1) * 100)}% slower, p95 <= {DEADLINE[f]} min | "
-                     f"p50 {p50:.1f}, p95 {p95:.1f} min ({n} detected) | {met(p95 <= DEADLINE[f])} |")
+    for key, what in (("latency", "busy time"), ("late_latency", "late arrival")):
+        for f, (p50, p95, n) in s[key].items():
+            lines.append(f"| {what}: latency at {round((f - 1) * 100)}% slower, p95 <= {DEADLINE[f]} min | "
+                         f"p50 {p50:.1f}, p95 {p95:.1f} min ({n} detected) | {met(p95 <= DEADLINE[f])} |")
     lines += ["", "## Cases with a slow GPU", "",
-              "| case | first alert | latency (min) | alerts pointing elsewhere |", "|---|---|---:|---:|"]
+              "| case | first alert from busy time | latency (min) | late arrival (min) | alerts pointing elsewhere |",
+              "|---|---|---:|---:|---:|"]
     for r, job in inj:
         first = r.first(job, pointing=False)
-        name = "none" if first is None else (
-            f"{first[1][0].removeprefix('Train_Straggler_')} "
-            + ", ".join(f"{k}={v}" for k, v in first[1][1] if k in ("rank", "tp_group")))
-        lat = _latency(r, job)
+        lat, la = _latency(r, job), _latency(r, job, (LATE,))
         wrong = sum(1 for a in r.distinct() if not r.points_at_slow(a, job))
-        lines.append(f"| {r.name} | {name} | {'missed' if lat is None else f'{lat:.1f}'} | {wrong} |")
+        lines.append(f"| {r.name} | {'none' if first is None else _named(first[1])} | "
+                     f"{'missed' if lat is None else f'{lat:.1f}'} | "
+                     f"{'missed' if la is None else f'{la:.1f}'} | {wrong} |")
+    lines += ["", "## Mesh patterns (one slow TP position in every TP group)", "",
+              "| case | first alert | latency (min) | alerts pointing elsewhere |", "|---|---|---:|---:|"]
+    for r, job in pat:
+        first = r.first(job, pointing=False, names=ALERTS)
+        lat = _latency(r, job, (MAPPING,))
+        wrong = sum(1 for a in r.distinct() if not r.points_at_slow(a, job))
+        lines.append(f"| {r.name} | {'none' if first is None else _named(first[1])} | "
+                     f"{'missed' if lat is None else f'{lat:.1f}'} | {wrong} |")
     lines += ["", "## Healthy cases (every alert is a false page)", "",
               "| case | straggler alerts |", "|---|---:|"]
     for name, n in s["false_pages"].items():
         lines.append(f"| {name} | {n} |")
-    lines += ["", "Not modelled: an elastic resize (the synthetic job keeps its world size "
-              "across a restart)."]
     return "\n".join(lines) + "\n"
 
 
@@ -277,9 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a few cases, printed, nothing written")
     args = p.parse_args(argv)
     t0 = time.monotonic()
-    inj, ok = run(args.quick)
-    s = scores(inj, ok)
-    text = report(inj, ok, s)
+    inj, pat, ok = run(args.quick)
+    s = scores(inj, pat, ok)
+    text = report(inj, pat, ok, s)
     if args.quick:
         print(text)
     else:

@@ -36,6 +36,8 @@ DEFAULTS: dict[str, Any] = {
         "straggler_ratio": 1.07,
         # Ranks that straggled within windows.straggler_persistence and recovered that make stragglers transient.
         "straggler_transient_ranks": 2,
+        # Share of a stage's TP (CP, EP) groups whose rank at one position straggles that is a mesh pattern.
+        "straggler_pattern_share": 0.5,
         # Gradient norm above this many times its baseline is an explosion.
         "grad_explosion_factor": 10,
         # Gradient norm below this share of its long baseline is vanishing.
@@ -61,7 +63,7 @@ DEFAULTS: dict[str, Any] = {
         # Checkpoint write throughput (bytes per second spent writing) below which storage is slow.
         "checkpoint_write_bytes_per_second": 1.0e9,
         # A rank last to arrive in more than this share of its group's aligned collectives is late.
-        "late_arrival_fraction": 0.75,
+        "late_arrival_fraction": 0.9,
         # Aligned collectives a rank needs in the late-arrival window before it is judged.
         "late_arrival_min_collectives": 20,
     },
@@ -93,7 +95,7 @@ DEFAULTS: dict[str, Any] = {
         # Window over which checkpoint write throughput is measured (must hold a checkpoint).
         "checkpoint_throughput": "1h",
         # Window in which a rank that arrives last in most collectives of a group is late.
-        "late_arrival": "15m",
+        "late_arrival": "3m",
     },
     # Team label value for each role; alerts route by role (platform: hardware, placement,
     # storage; workload: data, model, code).

@@ -72,6 +72,9 @@ LABELS: dict[str, Label] = {
         Label("cp_group", "the rank's context-parallel group, named by its lowest global rank"),
         Label("ep_group", "the rank's expert-parallel group, named by its lowest global rank"),
         Label("dp_group", "the rank's data-parallel group, named by its lowest global rank"),
+        Label("mesh_axis", "the kind of mesh position a straggler pattern follows (tp, cp or ep), "
+                           "on the straggler pattern records and alert only"),
+        Label("mesh_position", "the position in that kind of group the pattern follows"),
         Label("pp_group", "the rank's pipeline (the ranks of every stage that pass it "
                           "activations), named by its lowest global rank"),
         Label("op", "collective operation, e.g. AllReduce, AllGather, ReduceScatter"),
@@ -346,6 +349,17 @@ RECORDED: dict[str, Recorded] = {
                  (*_RANK_NODE, "tp_group"),
                  "1 for a straggling rank that reports no wait inside compute, with its TP "
                  "group: its straggle may be a peer's; no series for any other rank"),
+        Recorded("world_size_latest", "job:train_world_size:latest", ("job_id",),
+                 "world size the job's ranks report, every evaluation of the straggler rules "
+                 "(an elastic resize changes it)"),
+        Recorded("straggler_positions", "job_rank:train_straggler:positions{rate}",
+                 (*_RANK_NODE, "tp_rank", "cp_rank", "ep_rank"),
+                 "1 for a straggling rank that reports its wait, with its positions in its TP, "
+                 "CP and EP groups (from the mesh info); no series for any other rank"),
+        Recorded("straggler_pattern", "job_rank:train_straggler:pattern{rate}",
+                 (*_RANK_NODE, "tp_rank", "cp_rank", "ep_rank", "mesh_axis", "mesh_position"),
+                 "1 for a straggling rank at a position of a kind of group that straggles in at "
+                 "least the pattern share of the stage's groups of that kind, and in two or more"),
         Recorded("straggler_share", "job_rank:train_straggler:share{straggler_persistence}", _RANK_NODE,
                  "share of the persistence window the rank was straggling (above 0 to 1; "
                  "no series for a rank that did not straggle in the window)"),
@@ -468,6 +482,24 @@ RECORDED: dict[str, Recorded] = {
                  ("job_id", "rank", "group", "node"),
                  "share of the aligned collectives of a group the rank took part in that it "
                  "arrived last in (only when enough were aligned)"),
+        Recorded("late_arrival_flag", "job_rank_group:nccl_late_arrival:flag{late_arrival}",
+                 ("job_id", "rank", "group", "node"),
+                 "1 while the rank arrives last in more than the late-arrival share of its "
+                 "group's collectives; no series while it does not"),
+        Recorded("late_arrival_positions", "job_rank:nccl_late_arrival:positions{late_arrival}",
+                 ("job_id", "rank", "stage", "tp_rank", "cp_rank", "ep_rank"),
+                 "1 for a rank late in any of its groups, with its stage and its positions in its "
+                 "TP, CP and EP groups (from the mesh info); no series for any other rank"),
+        Recorded("late_arrival_pattern", "job_rank:nccl_late_arrival:pattern{late_arrival}",
+                 ("job_id", "rank", "stage", "tp_rank", "cp_rank", "ep_rank", "mesh_axis",
+                  "mesh_position"),
+                 "1 for a late rank at a position of a kind of group whose rank there is late in "
+                 "at least the pattern share of the stage's groups of that kind, and in two or more"),
+        Recorded("late_arrival_recovered",
+                 "job_group:nccl_late_arrival_recovered:count{straggler_persistence}",
+                 ("job_id", "group"),
+                 "ranks that were late in the group within the window and are no longer, "
+                 "while still taking part: a last arrival that moves"),
     )
 }
 

@@ -159,7 +159,8 @@ def test_every_alert_carries_routing_labels_and_annotations():
 
 def test_alert_names_are_the_interface():
     assert NAMES == [
-        "Train_Straggler_Persistent", "Train_Straggler_TPGroup", "Train_Straggler_Transient", "Train_GradientExplosion",
+        "Train_Straggler_Persistent", "Train_Straggler_TPGroup", "Train_Straggler_Mapping",
+        "Train_Straggler_Transient", "Train_GradientExplosion",
         "Train_GradientNonFinite", "Train_GradientVanishing", "Train_Bubble_Excess",
         "Train_NoCheckpoints", "Train_CheckpointOverhead", "Train_RankFailed",
         "Train_TP_Imbalance", "Train_GPU_ECC", "Train_NCCL_LinkRecovery", "Train_IB_Asymmetry",

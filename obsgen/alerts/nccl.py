@@ -10,23 +10,41 @@ arrival resolution after the next-to-last, so a group that arrives together name
 nobody. Alignment needs the files of every rank of a communicator: one node's ranks
 for node-local groups (TP within a node), a shared filesystem for groups across nodes.
 
-A rank that is last in more than ``thresholds.late_arrival_fraction`` (three quarters) of
-its group's aligned collectives over ``windows.late_arrival`` (15 minutes) is the
-persistent straggler the StragglAR paper describes: the whole group runs at its pace.
-It arrives last in nearly every collective; chance gives each of n equally fast ranks
-1/n, and a rank that is naturally a little slower (a persistent 1-2%) is last in up to
-about half of a four-rank group's collectives. "More than half" is not enough: such a
-rank plus one five-minute burst of a rotating slowdown crosses it, and a last arrival
-that moves between ranks follows the workload, not the hardware. Fewer than
-``late_arrival_min_collectives`` aligned collectives in the window judge nobody.
+A rank that is last in more than ``thresholds.late_arrival_fraction`` (nine tenths) of
+its group's aligned collectives over ``windows.late_arrival`` (3 minutes), for a minute,
+is the persistent straggler the StragglAR paper describes: the whole group runs at its
+pace. It arrives last in nearly every collective, whether it is 10% or 50% slower, since
+the order is what counts. Chance gives each of n equally fast ranks 1/n, and healthy GPUs
+that differ a little move that: with 3% noise per collective, of two GPUs 4% apart (as
+healthy GPUs within 2% of nominal can be) the slower is last in about 83% of a two-rank
+group's collectives, where a rank 10% slower is last in 99%. Three quarters would name
+healthy GPUs of two-rank TP groups. Fewer than ``late_arrival_min_collectives`` aligned
+collectives in the window judge nobody.
+
+**A last arrival that moves follows the workload.** A slowness that dwells on one rank
+for a few minutes cannot be told from a persistent straggler until it moves; once a
+rank of the group kind was late within ``windows.straggler_persistence`` and is on time
+again (while still taking part), the alert is withheld for the job's groups of that
+kind: it fires for the first rank a rotating slowness dwells on, never after it moves
+(Train_Straggler_Transient speaks for the workload).
+
+Ranks late at the same TP, CP or EP position in at least half of the stage's groups of
+that kind (and in two or more), or that busy time shows as such a pattern, follow the
+mesh, not a GPU: they are Train_Straggler_Mapping's, not one late arrival each.
+
+In a job with tensor parallelism the TP groups are the communicators that matter: the
+peers wait for the slowest member in every per-layer collective, so its last arrivals
+name the GPU even where the ranks report no wait inside compute (Train_Straggler_TPGroup).
 
 The exporter counts per rank and group, every op of the group together, and labels the
 counters with the host the rank's records name; a rank moved to another host starts a
 new series there, judged on its own collectives.
 
-Detection latency: a rank that starts arriving last in every collective of a four-rank
-group crosses three quarters of the window after two thirds of it (10 minutes), and the
-rate extrapolation adds about one more: 11.5 minutes in the fixtures with the defaults.
+Detection latency: a rank that starts arriving last in every collective crosses nine
+tenths of the window after 2.7 minutes at most (sooner where it was already last in some
+before), and fires a minute later; the rate extrapolation and the scrape add under a
+minute (README, ``python -m tests.promtool.latency``). The minute lets every rank of a
+mesh pattern cross (they start from different shares) before one is named alone.
 
 ## Train_Straggler_LateArrival
 
@@ -46,6 +64,7 @@ from __future__ import annotations
 from ..model import Alert, Family, Record, expr
 from ..contract import L, M, R
 from ..promql import Ctx
+from .stragglers import mesh_pattern
 
 NAME = "nccl"
 
@@ -58,6 +77,7 @@ def build(c: Ctx) -> Family:
     ratio = c.r(R.late_arrival_ratio)
     where = ("rank %s{{ with $labels.%s }} (node {{ . }}){{ end }}"
              % (c.tl(L.rank), c.l(L.node)))
+    persist = c.w("straggler_persistence")
     rules = (
         Record(c.rname(R.late_arrival_ratio), expr(f"""
             sum {c.by(*rank_group)} (increase({c.m(M.nccl_collective_last_arrival_total)}[{window}]))
@@ -67,12 +87,38 @@ def build(c: Ctx) -> Family:
               >= {c.t('late_arrival_min_collectives')}
             )
         """)),
+        # Recorded for the late ranks only (1), not as a 0 for every rank and group.
+        Record(c.rname(R.late_arrival_flag), expr(f"""
+            {ratio} > bool {c.t('late_arrival_fraction')} == 1
+        """)),
+        # Late ranks with their positions in the mesh: the same TP, CP or EP position late
+        # in the stage's groups follows the mesh (Train_Straggler_Mapping), not a GPU.
+        Record(c.rname(R.late_arrival_positions), expr(f"""
+            max {c.by(L.job_id, L.rank, L.stage, L.tp_rank, L.cp_rank, L.ep_rank)} (
+              {c.m(M.train_rank_mesh_info)}
+              and {c.on(L.job_id, L.rank)} {c.r(R.late_arrival_flag)}
+            )
+        """)),
+        Record(c.rname(R.late_arrival_pattern), expr(mesh_pattern(c, c.r(R.late_arrival_positions)))),
+        # Ranks late in the window that are on time now and still take part (a rank that
+        # moved host is late on its new host: it has not recovered).
+        Record(c.rname(R.late_arrival_recovered), expr(f"""
+            count {c.by(L.job_id, L.group)} (
+              max {c.by(L.job_id, L.rank, L.group)} (max_over_time({c.r(R.late_arrival_flag)}[{persist}]))
+              and {c.on(L.job_id, L.rank, L.group)} {ratio}
+              unless {c.on(L.job_id, L.rank, L.group)} {c.r(R.late_arrival_flag)}
+            )
+        """)),
         Alert(
             name="Train_Straggler_LateArrival",
             expr=expr(f"""
-                {ratio} > {c.t('late_arrival_fraction')}
+                {ratio}
+                and {c.on(*rank_group)} {c.r(R.late_arrival_flag)}
+                unless {c.on(L.job_id, L.group)} {c.r(R.late_arrival_recovered)}
+                unless {c.on(L.job_id, L.rank)} {c.r(R.straggler_pattern)}
+                unless {c.on(L.job_id, L.rank)} {c.r(R.late_arrival_pattern)}
             """),
-            for_="0s",
+            for_="1m",
             severity="warning",
             role="platform",
             summary=(f"Rank {c.tl(L.rank)} of job {c.tl(L.job_id)} arrives last in its "

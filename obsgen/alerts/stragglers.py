@@ -31,9 +31,18 @@ Only ranks that export their compute time now are judged (a rate window outlives
 series, and a lost rank would be judged on its last minutes), and nothing is judged
 before the stage has two rate windows behind it (in a series' first window rate()
 extrapolates differently with each rank's scrape phase, and a rank whose first minutes
-were slower, compiling or warming up, would still be flagged in the second window).
+were slower, compiling or warming up, would still be flagged in the second window), nor
+for two rate windows after the job's world size changed (an elastic resize renumbers
+the ranks into new stages and groups, and a rank's window from its old place lives on
+beside its new one).
 
-**Classes.** A rank that straggles for ``for`` (1m30s) is a persistent straggler: the same
+**Classes.** Slowness that follows a place in the mesh (the same TP, CP or EP position in
+at least half of the stage's groups of that kind, and in two or more) is a *mapping*
+pattern: one Train_Straggler_Mapping alert, routed to the workload team, and no
+Persistent alert for its ranks. A whole stage slower than the others is never a
+straggler here (each rank is compared within its stage); it is the pipeline's
+imbalance (Train_Bubble_Excess on the stages that wait for it, the per-stage busy
+panel). A rank that straggles for ``for`` (1m30s) is a persistent straggler: the same
 GPU slow step after step is hardware or placement, routed to the platform team. Ranks
 that straggled in the persistence window and have since *recovered* make stragglers
 transient: slowness that moves between ranks follows the workload. A straggler that is
@@ -83,6 +92,22 @@ Check first:
 2. The NCCL sidecar's last arrivals in the group's TP communicator (Train_Straggler_LateArrival): the slow GPU arrives last.
 3. Turn on obsgen.instrument's patch_distributed (and use_cuda_events on GPUs) so the ranks report their waits and the next alert names the GPU.
 
+## Train_Straggler_Mapping
+
+The ranks at one position of their tensor-, context- or expert-parallel groups straggle
+in at least half of the stage's groups of that kind (and in two or more), and the other
+positions do not: the same TP position in every TP group, the same expert slot in every
+EP group. A GPU failing at the same place of every group is not chance; the slowness
+follows the mesh, so it is the partitioning or the mapping of ranks to GPUs, and the
+alert goes to the workload team instead of one Persistent alert per GPU to the platform
+team. Two GPUs of a stage that holds only two groups can be slow at the same position
+by chance: check them too (step 3).
+
+Check first:
+1. What that position does that the others do not: uneven layer or vocabulary partitioning (a TP rank holding a larger shard of the embedding or the output layer), an expert slot that receives more tokens (routing imbalance pinned to one EP position), a CP rank holding a longer sequence chunk.
+2. The placement: whether that position lands on the same GPU slot, PCIe switch, NIC or NUMA node of every host (the rank-to-GPU order of the launcher, CUDA_VISIBLE_DEVICES, the NCCL topology); a slot behind a slower link makes that position slow everywhere.
+3. The GPUs of the named ranks in DCGM (the overview's slowest-ranks table lists them with their TP position and group): when only two are named and they also differ in clocks or errors from their peers, they are two hardware stragglers.
+
 ## Train_Straggler_Transient
 
 Ranks keep straggling, but a different rank each time: at least the configured number of
@@ -97,6 +122,8 @@ Check first:
 
 from __future__ import annotations
 
+import textwrap
+
 from ..config import duration, seconds
 from ..model import Alert, Family, Record, expr
 from ..contract import L, M, R
@@ -107,12 +134,19 @@ NAME = "stragglers"
 
 def build(c: Ctx) -> Family:
     rank = (L.job_id, L.rank, L.stage, L.node)
+    positions = (L.tp_rank, L.cp_rank, L.ep_rank)
     rate, persist = c.w("rate"), c.w("straggler_persistence")
+    two, world = duration(2 * seconds(rate)), c.r(R.world_size_latest)
     pct = f"{(c.cfg['thresholds']['straggler_ratio'] - 1) * 100:g}%"
     where = (f"rank {c.tl(L.rank)} (stage {c.tl(L.stage)}"
              "{{ with $labels.%s }}, node {{ . }}{{ end }})" % c.l(L.node))
     compute = c.rate(M.train_compute_seconds, "_sum", rate)
     # ranks of TP groups with several straggling ranks that report no wait
+    # the group's straggling ranks, from the query of the alert's description
+    listed = ("{{ range query `%s` | sortByLabel \"%s\" }}{{ if and (eq .Labels.%s $labels.%s) "
+              "(eq .Labels.%s $labels.%s) }} {{ .Labels.%s }}{{ end }}{{ end }}" % (
+                  c.r(R.straggler_lockstep), c.l(L.rank), c.l(L.job_id), c.l(L.job_id),
+                  c.l(L.tp_group), c.l(L.tp_group), c.l(L.rank)))
     lockstep_groups = (f"{c.r(R.straggler_lockstep)}\n and {c.on(L.job_id, L.tp_group)} "
                        f"(count {c.by(L.job_id, L.tp_group)} ({c.r(R.straggler_lockstep)}) > 1)")
     rules = (
@@ -145,14 +179,25 @@ def build(c: Ctx) -> Family:
             / {c.join((L.job_id, L.stage))}
             ({c.r(R.busy_baseline)} > 0)
         """)),
+        Record(c.rname(R.world_size_latest), expr(f"""
+            max {c.by(L.job_id)} ({c.m(M.train_world_size)})
+        """)),
         # Judged once the stage has two rate windows behind it: in a series' first window
         # rate() extrapolates its _sum and _count differently when the first steps were
         # slower (compilation, warm-up), each rank's scrape phase gives it another error,
         # and a rank whose first minutes were slower would still be flagged in the second.
+        # And not for two rate windows after the job's world size changed: an elastic
+        # resize moves ranks to other stages and groups, and a rank's old window (its old
+        # stage) lives on beside its new one until it ages out. A job that reports no world
+        # size is judged all the same.
         # Recorded for the straggling ranks only (1), not as a 0 for every other rank.
         Record(c.rname(R.straggler_flag), expr(f"""
             {c.r(R.busy_ratio)} > bool {c.t('straggler_ratio')} == 1
-            and {c.on(L.job_id, L.stage)} {c.r(R.busy_baseline)} offset {duration(2 * seconds(rate))}
+            and {c.on(L.job_id, L.stage)} {c.r(R.busy_baseline)} offset {two}
+            unless {c.on(L.job_id)} (
+              max_over_time({world}[{two}]) != min_over_time({world}[{two}])
+              or {world} != {world} offset {two}
+            )
         """)),
         # Straggling ranks that report no wait inside compute, with their TP group (from
         # the mesh info): their compute includes waiting for a TP peer, so a slow GPU
@@ -167,6 +212,19 @@ def build(c: Ctx) -> Family:
               {c.m(M.train_rank_mesh_info)} and {c.on(L.job_id, L.rank)} {c.r(R.straggler_flag)}
             )
         """)),
+        # Straggling ranks that report their wait, with their positions in their TP, CP
+        # and EP groups: where slowness follows a position, the mesh mapping is at fault.
+        Record(c.rname(R.straggler_positions), expr(f"""
+            (
+              {c.r(R.straggler_flag)}
+              unless {c.on(L.job_id, L.rank)} {c.r(R.straggler_lockstep)}
+            )
+            * {c.join((L.job_id, L.rank), positions)}
+            max {c.by(L.job_id, L.rank, *positions)} (
+              {c.m(M.train_rank_mesh_info)} and {c.on(L.job_id, L.rank)} {c.r(R.straggler_flag)}
+            )
+        """)),
+        Record(c.rname(R.straggler_pattern), expr(mesh_pattern(c, c.r(R.straggler_positions)))),
         # The window of the flags is read once per evaluation, here: the share of the
         # stage's evaluations in the window in which the rank straggled.
         Record(c.rname(R.straggler_share), expr(f"""
@@ -191,6 +249,7 @@ def build(c: Ctx) -> Family:
                 and {c.on(*rank)} {c.r(R.straggler_flag)}
                 unless {c.on(L.job_id)} {c.r(R.straggler_ranks)}
                 unless {c.on(L.job_id, L.rank)} ({lockstep_groups})
+                unless {c.on(L.job_id, L.rank)} {c.r(R.straggler_pattern)}
             """),
             for_="1m30s",
             severity="warning",
@@ -214,12 +273,33 @@ def build(c: Ctx) -> Family:
             summary=(f"Straggling TP group {c.tl(L.tp_group)} of job {c.tl(L.job_id)}"),
             description=(
                 f"In job {c.tl(L.job_id)}, {{{{ $value }}}} ranks of the tensor-parallel group "
-                f"{c.tl(L.tp_group)} (named by its lowest rank; stage {c.tl(L.stage)}) have "
+                f"{c.tl(L.tp_group)} (named by its lowest rank; stage {c.tl(L.stage)}; ranks"
+                f"{listed}) have "
                 f"been at least {pct} slower in compute than the rest of their stage for "
                 "minutes. Its ranks report no wait inside compute, so the slow GPU cannot be "
                 "told from the peers that wait for it in the per-layer collectives: one GPU "
                 "of the group holds the job back. Turn on obsgen.instrument's "
                 "patch_distributed (and CUDA events on GPUs) to have it named."),
+        ),
+        Alert(
+            name="Train_Straggler_Mapping",
+            expr=expr(f"""
+                count {c.by(L.job_id, L.stage, L.mesh_axis, L.mesh_position)} ({c.r(R.straggler_pattern)})
+                unless {c.on(L.job_id)} {c.r(R.straggler_ranks)}
+            """),
+            for_="1m30s",
+            severity="warning",
+            role="workload",
+            summary=(f"Stragglers at {c.tl(L.mesh_axis)} position {c.tl(L.mesh_position)} "
+                     f"of job {c.tl(L.job_id)}"),
+            description=(
+                f"In job {c.tl(L.job_id)}, stage {c.tl(L.stage)}, the ranks at position "
+                f"{c.tl(L.mesh_position)} of their {c.tl(L.mesh_axis)} groups straggle "
+                f"({{{{ $value }}}} of them, at least {pct} slower in busy time than the rest "
+                "of the stage), and the other positions do not. Slowness that follows a place "
+                "in the mesh, not a GPU, points at how the model is partitioned or the ranks "
+                "are mapped to GPUs: uneven work at that position, or that position on the "
+                "same slow GPU slot or link of every node."),
         ),
         Alert(
             name="Train_Straggler_Transient",
@@ -238,3 +318,33 @@ def build(c: Ctx) -> Family:
         ),
     )
     return Family(NAME, __doc__, rules)
+
+
+def mesh_pattern(c: Ctx, pos: str) -> str:
+    """The ranks of ``pos`` (1 per rank, with its stage and its tp_rank, cp_rank and ep_rank)
+    at a position of their TP, CP or EP groups where the ranks of ``pos`` follow the mesh,
+    each labelled with that axis and position (a rank may follow two)."""
+    return "\n or\n".join(_pattern(c, pos, axis, position) for axis, position in
+                           (("tp", L.tp_rank), ("cp", L.cp_rank), ("ep", L.ep_rank)))
+
+
+def _pattern(c: Ctx, pos: str, axis: str, position) -> str:
+    """The ranks of ``pos`` at one ``position`` (e.g. tp_rank) of the stage's groups of
+    ``axis``, where at least the pattern share of those groups, and two or more, have their
+    rank there in ``pos``; only where the stage has more than one position of that kind.
+    The stage's mesh info is read only where a rank of it is in ``pos``."""
+    at = (L.job_id, L.stage, position)
+    stage_info = f"{c.m(M.train_rank_mesh_info)} and {c.on(L.job_id, L.stage)} {pos}"
+    flagged = f"count {c.by(*at)} ({pos})"
+    return textwrap.dedent(f"""\
+            label_replace(label_replace(
+              {pos}
+              and {c.on(*at)} (
+                {flagged} >= 2
+                and {c.on(*at)}
+                {flagged}
+                >= {c.on(*at)} {c.t('straggler_pattern_share')} * count {c.by(*at)} ({stage_info})
+              )
+              and {c.on(L.job_id, L.stage)} (count {c.by(L.job_id, L.stage)} (count {c.by(*at)} ({stage_info})) > 1),
+              "{c.l(L.mesh_axis)}", "{axis}", "", ""),
+              "{c.l(L.mesh_position)}", "$1", "{c.l(position)}", "(.*)")""")

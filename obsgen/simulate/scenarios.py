@@ -54,8 +54,8 @@ SCENARIOS: dict[str, Scenario] = {
         "rank 3 (or the last rank) computes 20% slower from minute 30",
         lambda j: replace(j, faults=(SlowRank(rank=_slow_rank(j), factor=1.2, start=30 * MIN),)),
         30 * MIN),
-    # 12%: each rank straggles 2.5 to 7.5 minutes into its turn, so the first has recovered
-    # as the second starts, 1.5 minutes before it could be confirmed as persistent.
+    # 12%: each rank straggles about 3 to 8 minutes into its turn (a 1.07 threshold), so the
+    # first has recovered as the second starts to straggle, before it is confirmed persistent.
     "rotating-straggler": Scenario(
         "a different rank computes 12% slower every 5 minutes from minute 10",
         _faults(RotatingSlow(factor=1.12, period=5 * MIN, start=10 * MIN)), 10 * MIN),

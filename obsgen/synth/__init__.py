@@ -20,6 +20,8 @@ they all see the same physics:
   the rank whose compute finished last arrives last (noise decides between equals).
 
 Time is in seconds from 0. ``Job.run()`` yields one ``Scrape`` per scrape interval.
+``elastic(job, at, gap, ranks)`` gives the two runs of an elastic resize (the world size
+changes, the ranks take new places in the mesh); scrape them together.
 
 The parts: ``faults`` (what can go wrong), ``job`` (a job's shape and settings),
 ``sim`` (the physics, step by step), ``emit`` (the series the ranks publish),
@@ -29,9 +31,9 @@ from __future__ import annotations
 
 from .faults import (CheckpointStall, ExporterRestart, GradNaN, GradSpike, GradVanish,
                      HostWork, Pauses, RankLoss, Restart, RotatingSlow, SlowRank, StageBubble)
-from .job import STALE, Job, NcclExporter, Scrape, gpu_uuid
+from .job import STALE, Job, NcclExporter, Scrape, elastic, gpu_uuid
 from .sim import _Sim
 
 __all__ = ["STALE", "CheckpointStall", "ExporterRestart", "GradNaN", "GradSpike", "GradVanish",
            "HostWork", "Job", "Pauses", "NcclExporter", "RankLoss", "Restart", "RotatingSlow", "Scrape", "SlowRank",
-           "StageBubble", "gpu_uuid", "_Sim"]
+           "StageBubble", "elastic", "gpu_uuid", "_Sim"]

@@ -119,7 +119,7 @@ class _Emit:
             self._inc(r, M.train_checkpoint_total.key, 0)
             self._inc(r, M.train_checkpoint_seconds_total.key, 0)
             self._observe(r, M.train_compute_seconds.key, 0, 0.0, 1.0, 1.0)
-            if j.reports_mesh and j.reports_wait:
+            if j.exports_wait:
                 self._observe(r, M.train_compute_wait_seconds.key, 0, 0.0, 1.0, 1.0)
             self._observe(r, M.train_step_seconds.key, 0, 0.0, 1.0, 1.0)
             self._observe(r, M.nccl_collective_duration_seconds.key, 0, 0.0, 1.0, 1.0,

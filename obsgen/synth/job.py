@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterator
 
 STALE = "stale"
@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class NcclExporter:
-    """``obsgen nccl-exporter`` on every node, aligning the node's ranks (one ``group``
-    communicator per node) in ``aligned_per_step`` collectives of each step."""
+    """``obsgen nccl-exporter`` on every node, aligning each ``group`` communicator's ranks
+    (the TP groups with tensor parallelism, each node's ranks without) in
+    ``aligned_per_step`` collectives of each step."""
     group: str = "tp"
     op: str = "AllReduce"
     aligned_per_step: int = 4
@@ -102,6 +103,12 @@ class Job:
         from .sim import _Sim
         return _Sim(self)
 
+    @property
+    def exports_wait(self) -> bool:
+        """Its ranks export train_compute_wait_seconds: they declare their mesh and time
+        the collectives inside compute."""
+        return self.reports_mesh and self.reports_wait
+
     def physics(self) -> "_Sim":
         """The job's model without running it: rank speeds (``compute_mean``), stages
         (``stage_of``), the bubble, faults and the scrape labels of a rank (``labels``).
@@ -131,4 +138,15 @@ class Scrape:
     to a float, or to STALE for a series that vanished since the last scrape."""
     time: float
     samples: dict[tuple, float | str] = field(default_factory=dict)
+
+
+def elastic(job: Job, at: float, gap: float, ranks: int) -> list[Job]:
+    """An elastic resize: ``job`` stops at ``at`` and comes back ``gap`` seconds later with
+    ``ranks`` ranks (the same TP, CP, EP and PP sizes, fewer or more DP replicas), as
+    torchrun's elastic agent restarts it: new processes with new addresses, ranks numbered
+    0 .. ranks-1 again, each at its place in the new mesh, on the first hosts; its faults
+    stay with the first run. Both runs carry the job's ``job_id``; scrape them together."""
+    return [replace(job, stop=at),
+            replace(job, ranks=ranks, start=at + gap, subnet=job.subnet + 1, seed=job.seed + 1,
+                    faults=())]
 

@@ -1,7 +1,9 @@
 """The NCCL sidecar of a synthetic job (``Job.nccl``): ``obsgen nccl-exporter`` on every
-node, aligning the node's ranks in each collective (the rank whose compute finished last
-arrives last, noise deciding between equals), and restarting without its state on an
-``ExporterRestart``. A mixin of ``_Sim``."""
+node, aligning the ranks of each communicator in each collective (the rank whose own work
+finished last arrives last, noise deciding between equals), and restarting without its
+state on an ``ExporterRestart``. The communicators are the TP groups in a job with tensor
+parallelism (lockstep peers wait for the slowest in every per-layer collective), the DP
+groups with ``NcclExporter(group="dp")``, each node's ranks otherwise. A mixin of ``_Sim``."""
 from __future__ import annotations
 
 from ..contract import L, M, METRICS
@@ -37,9 +39,8 @@ class _Sidecar:
     def nccl_advance(self, steps: int, means: list[float], t: float) -> None:
         """``steps`` steps of aligned collectives on every node's communicator."""
         j, nc = self.j, self.j.nccl
-        for first in range(0, j.ranks, j.ranks_per_node):
-            members = [r for r in range(first, min(first + j.ranks_per_node, j.ranks))
-                       if not self.lost(r, t)]
+        for comm in self.communicators():
+            members = [r for r in comm if not self.lost(r, t)]
             if len(members) < 2:
                 continue
             count = steps * nc.aligned_per_step
@@ -54,6 +55,13 @@ class _Sidecar:
                 self._ninc(r, M.nccl_collective_last_arrival_total.key, last.get(r, 0))
                 self._ninc(r, M.nccl_collective_bytes_total.key, count * nc.bytes_per_collective)
 
+    def communicators(self) -> list[tuple[int, ...]]:
+        j = self.j
+        if (j.nccl.group == "tp" and j.tp > 1) or j.nccl.group == "dp":
+            return sorted({self.mesh.group(r, j.nccl.group) for r in range(j.ranks)})
+        return [tuple(range(first, min(first + j.ranks_per_node, j.ranks)))
+                for first in range(0, j.ranks, j.ranks_per_node)]
+
     def nccl_samples(self) -> dict[tuple, float]:
         j, nc = self.j, self.j.nccl
         if not self.ncounters:  # every series from the exporter's start, at 0
@@ -62,8 +70,8 @@ class _Sidecar:
                           M.nccl_collective_bytes_total):
                     self._ninc(r, m.key, 0)
         out = dict(self.ncounters)
-        for r in range(j.ranks):
-            size = min(j.ranks_per_node, j.ranks - r // j.ranks_per_node * j.ranks_per_node)
-            out[self._nkey(r, M.nccl_communicator_ranks.key, **{
-                L.group.key: nc.group, L.node.key: self._node_name(r)})] = float(size)
+        for comm in self.communicators():
+            for r in comm:
+                out[self._nkey(r, M.nccl_communicator_ranks.key, **{
+                    L.group.key: nc.group, L.node.key: self._node_name(r)})] = float(len(comm))
         return out

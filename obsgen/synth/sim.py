@@ -54,10 +54,11 @@ class _Sim(_Emit, _Sidecar):
         # with ep > 1 every TP group of its EP group), and its pipeline (pp group).
         self.lockstep = [self._lockstep(r) for r in range(job.ranks)]
         self.chain = [self.mesh.group(r, "pp") for r in range(job.ranks)]
+        self.stages = [self.mesh.coords(r)["pp"] for r in range(job.ranks)]
 
     # physics --------------------------------------------------------------------------
     def stage_of(self, rank: int) -> int:
-        return rank * self.j.pp // self.j.ranks
+        return self.stages[rank]
 
     def _lockstep(self, rank: int) -> tuple[int, ...]:
         tp = self.mesh.group(rank, "tp")
@@ -222,7 +223,7 @@ class _Sim(_Emit, _Sidecar):
             paused = self.paused(n, wall, tm)  # GC pauses inside compute, its own work
             self._observe(r, M.train_compute_seconds.key, n, noisy(own[r]) + n * wait + paused,
                           mean, mean * j.noise)
-            if j.reports_mesh and j.reports_wait:
+            if j.exports_wait:
                 self._observe(r, M.train_compute_wait_seconds.key, n, n * wait, wait,
                               wait * j.noise)
             self._observe(r, M.train_step_seconds.key, n, n * wall, wall, wall * 0.002)

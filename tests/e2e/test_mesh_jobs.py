@@ -59,20 +59,28 @@ def job(request, stack, procs):
         "--slow-rank", SLOW, "--max-seconds", "75"], env=env)
     harness.wait_until(f"{RANKS} ranks of {job_id} scraped", lambda: len(stack.prom.query(
         f'train_world_size{{job_id="{job_id}"}}')) == RANKS, 120, on_fail=lambda: procs.log(name))
+    # the first scrape of every rank, as Prometheus stored it
+    scraped = max(float(s["value"][1]) for s in stack.prom.query(
+        f'min_over_time(timestamp(train_world_size{{job_id="{job_id}"}})[2m:250ms])'))
     harness.wait_until(f"{P} for rank {SLOW} of {job_id}", lambda: stack.prom.query(
         f'ALERTS{{alertname="{P}", alertstate="firing", job_id="{job_id}", rank="{SLOW}"}}'),
         120, on_fail=lambda: procs.log(name))
     named = time.time()
     time.sleep(20)  # twenty model minutes more of training, named
-    yield {"id": job_id, "peer": peer, "started": started, "named": named, "proc": proc,
-           "name": name}
+    yield {"id": job_id, "peer": peer, "started": started, "scraped": scraped, "named": named,
+           "proc": proc, "name": name}
     assert proc.wait(120) == 0, procs.log(name)
     procs.procs.pop(name, None)
 
 
-def test_the_slow_gpu_is_named_within_5_model_minutes_of_the_first_scrape(job):
-    # the stage is judged after two rate windows (10 s): the job is slow from its start
-    assert job["named"] - job["started"] < 60, job["named"] - job["started"]
+def test_the_slow_gpu_is_named_within_5_model_minutes_of_its_stage_being_judged(job):
+    """The job is slow from its start, so its stage is judged once two rate windows (10
+    model minutes) follow its ranks' first scrape; within 5 model minutes more the alert
+    fires (1m30s of for). The ranks' scrape phases and this test's poll add up to 2 s
+    (2 model minutes in this world, 60 times faster than the wall clock)."""
+    since_judged = job["named"] - job["scraped"] - 10
+    print(f"{job['id']}: {P} {since_judged:.1f} model minutes after its stage was judged")
+    assert since_judged < 5 + 2, since_judged
 
 
 def _fired(stack, job, since: float) -> set:

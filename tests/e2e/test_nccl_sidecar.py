@@ -199,7 +199,9 @@ def test_late_arrival_fires_for_the_late_rank_only_and_after_it_turned_late(stac
     for group, t in first.items():
         assert t >= onset, f"{group}: fired {onset - t:.1f} s before rank {LATE} turned late"
         print(f"{LA} ({group}): {(t - onset) * stack.speed / 60:.1f} model minutes after the onset")
-    assert max(first.values()) - onset < 20, first  # 15 model minutes of window, and some
+    # 3 model minutes to cross three quarters of the 4-minute window, 1 of for, and the
+    # scrapes, the rule and the exporter's alignment timeout of a loaded machine
+    assert max(first.values()) - onset < 10, first
 
 
 def test_the_on_time_ranks_are_judged_and_never_late(stack, sidecar):

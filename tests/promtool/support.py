@@ -28,9 +28,11 @@ SCRAPE = 30  # seconds, the scrape and evaluation interval of every case
 # Checks -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Fired:
-    """One alert expected to be firing: its expression labels and its printed value."""
+    """One alert expected to be firing: its expression labels and its printed value, and
+    the ranks its description lists from a query (``listed``)."""
     labels: dict[str, str]
     value: float | str
+    listed: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -120,8 +122,14 @@ def humanize_duration(v: float) -> str:
 _ACTION = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 
 
-def render_template(text: str, labels: dict[str, str], value: float | str) -> str:
-    """Render the Go-template subset used in obsgen annotations."""
+_QUERY = re.compile(r"\{\{ range query `[^`]*` \| sortByLabel \"\w+\" \}\}.*?\{\{ end \}\}\{\{ end \}\}")
+
+
+def render_template(text: str, labels: dict[str, str], value: float | str,
+                    listed: tuple[int, ...] = ()) -> str:
+    """Render the Go-template subset used in obsgen annotations. A ``range query`` block
+    (the series an alert lists, sorted by a label as text) prints ``listed``."""
+    text = _QUERY.sub(lambda m: "".join(f" {r}" for r in sorted(map(str, listed))), text)
     out, stack, pos = [], [], 0  # stack of (label value or None) for `with`
     emitting = lambda: all(v for v in stack)
     for m in _ACTION.finditer(text):
@@ -259,7 +267,7 @@ def build_file(family: str, rule_files: list[str], rule_docs: list[dict], reads:
                     labels = {**f.labels, **rule["labels"]}
                     exp.append({
                         "exp_labels": labels,
-                        "exp_annotations": {k: render_template(v, labels, f.value)
+                        "exp_annotations": {k: render_template(v, labels, f.value, f.listed)
                                             for k, v in rule["annotations"].items()},
                     })
                 alert_tests.append({"eval_time": _minutes(check.minute), "alertname": check.alert,

@@ -1,6 +1,7 @@
 """Late-arrival cases: 8 ranks, 4 per node; each node's exporter aligns its node's TP
-communicator in 4 collectives per step. Per-collective compute noise of 3% decides the
-last arrival between equally fast ranks; 1% persistent differences between ranks."""
+communicator in 4 collectives per step (the TP groups themselves in the mesh cases).
+Per-collective compute noise of 3% decides the last arrival between equally fast ranks;
+1% persistent differences between ranks."""
 from obsgen.synth import ExporterRestart, Job, NcclExporter, Restart, RotatingSlow, SlowRank
 
 from ..support import At, Case, Fired, Never
@@ -27,15 +28,35 @@ slow = (SlowRank(rank=3, factor=1.2, start=30 * MIN),)
 CASES = {
     "a healthy job whose ranks differ by about 1% names no late arrival": Case(
         [Job(job_id=JOB, nccl=NCCL)], 75, [Never(LA)]),
-    "one rank 20% slower in compute from minute 30 is the late arrival of its TP group, "
-    "found between 7.5 and 20 minutes after the onset": Case(
+    "one rank 20% slower in compute from minute 30 is the late arrival of its TP group "
+    "within 5 minutes of the onset, and no other rank": Case(
         [Job(job_id=JOB, nccl=NCCL, faults=slow)], 60,
-        [Never(LA, end=37.5), At(50, LA, (late(3, 1.0),)),
+        [Never(LA, end=32), At(35, LA, (late(3, 1.0),)),
          At(60, LA, (late(3, 1.0),))]),
-    "a last arrival rotating every 5 minutes never fires": Case(
+    "one rank 10% slower from minute 30 is the late arrival of its TP group within 5 "
+    "minutes too: the order of arrival counts, not by how much": Case(
+        [Job(job_id=JOB, nccl=NCCL, faults=(SlowRank(rank=6, factor=1.1, start=30 * MIN),))], 50,
+        [Never(LA, end=32), At(35, LA, (late(6, 0.9606),)), At(50, LA, (late(6, 0.9633),))]),
+    "a last arrival rotating every 5 minutes fires at most for the first rank it dwells on, "
+    "and never once it has moved": Case(
         [Job(job_id=JOB, nccl=NCCL,
              faults=(RotatingSlow(factor=1.2, period=5 * MIN, start=10 * MIN),))], 75,
-        [Never(LA)]),
+        [Never(LA, start=17)]),
+    "in a TP2 x PP2 x DP2 job the slow GPU is the late arrival of its own TP pair, named "
+    "alone": Case(
+        [Job(job_id=JOB, tp=2, pp=2, microbatches=8, reports_mesh=True, nccl=NCCL,
+             faults=(SlowRank(rank=5, factor=1.2, start=30 * MIN),))], 50,
+        [Never(LA, end=32), At(35, LA, (late(5, 1.0),)), At(50, LA, (late(5, 1.0),))]),
+    "the same TP position late in every TP group follows the mesh: no late arrival names "
+    "any of its GPUs": Case(
+        [Job(job_id=JOB, tp=2, reports_mesh=True, nccl=NCCL,
+             faults=tuple(SlowRank(rank=r, factor=1.2, start=30 * MIN) for r in (1, 3, 5, 7)))],
+        50, [Never(LA)]),
+    "in a TP4 job whose ranks report no wait inside compute, the late arrivals name the "
+    "slow GPU that busy time cannot tell from its peers": Case(
+        [Job(job_id=JOB, tp=4, reports_mesh=True, reports_wait=False, nccl=NCCL,
+             faults=(SlowRank(rank=2, factor=1.2, start=30 * MIN),))], 50,
+        [Never(LA, end=32), At(35, LA, (late(2, 1.0),)), At(50, LA, (late(2, 1.0),))]),
     "in a two-rank group, a rank 1.5% slower (last in about two thirds of the collectives, "
     "where chance gives half) does not fire": Case(
         [Job(job_id=JOB, ranks=4, ranks_per_node=2, nccl=NCCL,

@@ -4,12 +4,14 @@ real meshes (TP groups in lockstep, pipelines that run at their slowest stage, t
 replicas, two-rank stages) whose ranks report their wait inside compute."""
 from statistics import median
 
-from obsgen.synth import (HostWork, Job, Pauses, RankLoss, Restart, RotatingSlow, SlowRank)
+from obsgen.synth import (HostWork, Job, Pauses, RankLoss, Restart, RotatingSlow, SlowRank,
+                          elastic)
 
 from ..support import At, Case, Fired, Never, Value
 
 P, T = "Train_Straggler_Persistent", "Train_Straggler_Transient"
 G = "Train_Straggler_TPGroup"
+MAP = "Train_Straggler_Mapping"
 JOB = "llm-pretrain-a"
 MIN = 60
 
@@ -33,6 +35,24 @@ def straggler(job: Job, rank: int, minute: float, node_offset: int = 0) -> Fired
 def mesh(**kw) -> Job:
     return Job(**{"job_id": JOB, "reports_mesh": True, **kw})
 
+
+def pattern(stage: int, axis: str, position: int, ranks: int) -> Fired:
+    return Fired({"job_id": JOB, "stage": str(stage), "mesh_axis": axis,
+                  "mesh_position": str(position)}, ranks)
+
+
+# TP4 x PP2 x DP2: stage 0 holds the TP groups 0-3 and 4-7; TP position 1 is ranks 1 and 5
+tp_position = mesh(ranks=16, ranks_per_node=8, tp=4, pp=2, microbatches=8,
+                   faults=tuple(SlowRank(rank=r, factor=1.2, start=20 * MIN) for r in (1, 5)))
+two_gpus = mesh(ranks=16, ranks_per_node=8, tp=4, pp=2, microbatches=8,
+                faults=tuple(SlowRank(rank=r, factor=1.2, start=20 * MIN) for r in (1, 6)))
+
+# The same GPU (host 0's sixth) slow before and after an elastic resize of TP2 x PP2 x DP4
+# to DP2 at minute 30: rank 5 of stage 0, then rank 5 of stage 1.
+resize_before = mesh(ranks=16, ranks_per_node=8, tp=2, pp=2, microbatches=8, stop=30 * MIN,
+                     faults=(SlowRank(rank=5, factor=1.2, start=10 * MIN),))
+resize_after = mesh(ranks=8, ranks_per_node=8, tp=2, pp=2, microbatches=8, start=32 * MIN,
+                    subnet=1, seed=2, faults=(SlowRank(rank=5, factor=1.2, start=32 * MIN),))
 
 SLOW3 = f'{{job_id="{JOB}", rank="3", stage="0", node="gpu-node-000"}}'
 persistent = Job(job_id=JOB, faults=(SlowRank(rank=3, factor=1.2, start=30 * MIN),))
@@ -60,7 +80,28 @@ tp4_ten = mesh(ranks=16, ranks_per_node=8, tp=4, pp=2, microbatches=8,
 
 CASES = {
     "a healthy job with warm-up fires no straggler": Case(
-        [Job(job_id=JOB)], 90, [Never(P), Never(T), Never(G)]),
+        [Job(job_id=JOB)], 90, [Never(P), Never(T), Never(G), Never(MAP)]),
+    "an elastic resize of TP2 x PP2 x DP4 to DP2 (16 ranks to 8, which move to other "
+    "stages and groups) fires no straggler": Case(
+        elastic(mesh(ranks=16, ranks_per_node=8, tp=2, pp=2, microbatches=8), at=30 * MIN,
+                gap=2 * MIN, ranks=8), 70,
+        [Never(P), Never(T), Never(G), Never(MAP)]),
+    "the slow GPU of a job resized from 16 to 8 ranks is named before and after, with its "
+    "new stage, and no other rank": Case(
+        [resize_before, resize_after], 60,
+        [At(29, P, (straggler(resize_before, 5, 29),)),
+         At(60, P, (straggler(resize_after, 5, 60),)), Never(T), Never(G), Never(MAP)]),
+    "TP position 1 slower in both TP groups of a stage is one Mapping alert for that "
+    "position, to the workload team, and no Persistent for its GPUs": Case(
+        [tp_position], 45,
+        [Never(MAP, end=21), At(25, MAP, (pattern(0, "tp", 1, 2),)),
+         At(45, MAP, (pattern(0, "tp", 1, 2),)), Never(P), Never(T), Never(G)]),
+    "two slow GPUs at different TP positions of one stage are two Persistent alerts, "
+    "no Mapping": Case(
+        [two_gpus], 45,
+        [At(25, P, (straggler(two_gpus, 1, 25), straggler(two_gpus, 6, 25))),
+         At(45, P, (straggler(two_gpus, 1, 45), straggler(two_gpus, 6, 45))), Never(MAP),
+         Never(T)]),
     "a synchronous job whose GPUs run up to 4% off nominal speed, with 5% jitter, fires no "
     "straggler": Case(
         [Job(job_id=JOB, rank_spread=0.02, noise=0.05, seed=7)], 75, [Never(P), Never(T)]),
@@ -122,10 +163,10 @@ CASES = {
     "it in recv; no rank fires Persistent": Case(
         [tp8_nowait], 45,
         [Never(P), Never(T), Never(G, end=21.5),
-         At(25, G, (Fired({"job_id": JOB, "stage": "0", "tp_group": "8"}, 8),
-                    Fired({"job_id": JOB, "stage": "1", "tp_group": "24"}, 8))),
-         At(45, G, (Fired({"job_id": JOB, "stage": "0", "tp_group": "8"}, 8),
-                    Fired({"job_id": JOB, "stage": "1", "tp_group": "24"}, 8)))]),
+         At(25, G, (Fired({"job_id": JOB, "stage": "0", "tp_group": "8"}, 8, tuple(range(8, 16))),
+                    Fired({"job_id": JOB, "stage": "1", "tp_group": "24"}, 8, tuple(range(24, 32))))),
+         At(45, G, (Fired({"job_id": JOB, "stage": "0", "tp_group": "8"}, 8, tuple(range(8, 16))),
+                    Fired({"job_id": JOB, "stage": "1", "tp_group": "24"}, 8, tuple(range(24, 32)))))]),
     "TP=2 / PP=2 / DP=1: the slow GPU is one of its stage's two ranks, and its TP peer waits "
     "for it; it is named alone": Case(
         [tp2], 45, [Never(P, end=21.5), At(25, P, (straggler(tp2, 1, 25),)), Never(T)]),
