@@ -81,7 +81,7 @@ def test_rank_failure_inhibits_exactly_the_straggler_and_checkpoint_alerts():
     (rule,) = rendered()["inhibit_rules"]
     assert rule["source_matchers"] == ['alertname="Train_RankFailed"']
     assert rule["target_matchers"] == [
-        'alertname=~"Train_Straggler_Persistent|Train_Straggler_TPGroup|Train_Straggler_Transient|'
+        'alertname=~"Train_Straggler_Persistent|Train_Straggler_TPGroup|Train_Straggler_Mapping|Train_Straggler_Transient|'
         'Train_NoCheckpoints|Train_CheckpointOverhead"']
     assert rule["equal"] == ["job_id"]
 

@@ -67,6 +67,7 @@ from ..promql import Ctx
 from .stragglers import mesh_pattern
 
 NAME = "nccl"
+REQUIRES = ("stragglers",)  # reads its mesh pattern record (Train_Straggler_Mapping's ranks)
 
 
 def build(c: Ctx) -> Family:
@@ -130,4 +131,4 @@ def build(c: Ctx) -> Family:
                 "the group waited for it each time, so the job runs at its pace."),
         ),
     )
-    return Family(NAME, __doc__, rules)
+    return Family(NAME, __doc__, rules, requires=REQUIRES)
