@@ -43,7 +43,10 @@ def _environment() -> jinja2.Environment:
 
 
 def template_text(text: str, cfg: Config) -> str:
-    """An annotation template as prose: label references become <label>, values <value>."""
+    """An annotation template as prose: label references become <label>, values <value>,
+    a list of series from a query (``range query``) <ranks>."""
+    text = re.sub(r"\{\{ range query .*?\{\{ \.Labels\.(\w+) \}\}\{\{ end \}\}\{\{ end \}\}",
+                  r" <\1s>", text)
     text = re.sub(r"\{\{ with \$labels\.(\w+) \}\}(.*?)\{\{ \. \}\}(.*?)\{\{ end \}\}",
                   lambda m: f"{m.group(2)}<{m.group(1)}>{m.group(3)}", text)
     text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", r"<\1>", text)
