@@ -75,6 +75,8 @@ LABELS: dict[str, Label] = {
         Label("mesh_axis", "the kind of mesh position a straggler pattern follows (tp, cp or ep), "
                            "on the straggler pattern records and alert only"),
         Label("mesh_position", "the position in that kind of group the pattern follows"),
+        Label("obsgen_part", "tags the negated wait inside the busy-time rule's one sum of "
+                             "compute and wait; never on a recorded or scraped series"),
         Label("pp_group", "the rank's pipeline (the ranks of every stage that pass it "
                           "activations), named by its lowest global rank"),
         Label("op", "collective operation, e.g. AllReduce, AllGather, ReduceScatter"),

@@ -153,13 +153,14 @@ def build(c: Ctx) -> Family:
         # Busy time: compute minus the wait inside it, where the rank reports its wait;
         # its compute where it does not. Only ranks that export their compute time now, on
         # the host they run on now: a rate window outlives its series by the window.
+        # One sum of compute and the negated wait (tagged, so that no wait series meets a
+        # compute series of the same labels in the `or`): compute is read once, where
+        # `(compute - wait) or compute` read it twice.
         Record(c.rname(R.busy_mean), expr(f"""
-            (
-              (
-                sum {c.by(*rank)} ({compute})
-                - sum {c.by(*rank)} ({c.rate(M.train_compute_wait_seconds, '_sum', rate)})
-              )
-              or sum {c.by(*rank)} ({compute})
+            sum {c.by(*rank)} (
+              {compute}
+              or label_replace({c.rate(M.train_compute_wait_seconds, '_sum', rate)} * -1,
+                               "{c.l(L.obsgen_part)}", "wait", "", "")
             )
             /
             (sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_count', rate)}) > 0)
