@@ -55,7 +55,7 @@ ALERTS = ("Train_Straggler_Persistent", "Train_Straggler_TPGroup", "Train_Stragg
 BUSY = ALERTS[:2]  # the alerts from busy time that name a GPU (or its TP group)
 READS = {"train_compute_seconds_sum", "train_compute_seconds_count",
          "train_compute_wait_seconds_sum", "train_compute_wait_seconds_count",
-         "train_rank_mesh_info", "train_world_size", "nccl_collective_last_arrival_total",
+         "train_rank_mesh_info", "nccl_collective_last_arrival_total",
          "nccl_collective_aligned_total"}
 
 

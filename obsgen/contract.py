@@ -351,9 +351,6 @@ RECORDED: dict[str, Recorded] = {
                  (*_RANK_NODE, "tp_group"),
                  "1 for a straggling rank that reports no wait inside compute, with its TP "
                  "group: its straggle may be a peer's; no series for any other rank"),
-        Recorded("world_size_latest", "job:train_world_size:latest", ("job_id",),
-                 "world size the job's ranks report, every evaluation of the straggler rules "
-                 "(an elastic resize changes it)"),
         Recorded("straggler_positions", "job_rank:train_straggler:positions{rate}",
                  (*_RANK_NODE, "tp_rank", "cp_rank", "ep_rank"),
                  "1 for a straggling rank that reports its wait, with its positions in its TP, "

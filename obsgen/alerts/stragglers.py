@@ -31,10 +31,10 @@ Only ranks that export their compute time now are judged (a rate window outlives
 series, and a lost rank would be judged on its last minutes), and nothing is judged
 before the stage has two rate windows behind it (in a series' first window rate()
 extrapolates differently with each rank's scrape phase, and a rank whose first minutes
-were slower, compiling or warming up, would still be flagged in the second window), nor
-for two rate windows after the job's world size changed (an elastic resize renumbers
-the ranks into new stages and groups, and a rank's window from its old place lives on
-beside its new one).
+were slower, compiling or warming up, would still be flagged in the second window). A rank
+is judged in the stage it is in now: an elastic resize renumbers the ranks into new
+stages and groups, and the rate window of a rank's old place, which outlives its series,
+is left out like that of its old host.
 
 **Classes.** Slowness that follows a place in the mesh (the same TP, CP or EP position in
 at least half of the stage's groups of that kind, and in two or more) is a *mapping*
@@ -136,7 +136,7 @@ def build(c: Ctx) -> Family:
     rank = (L.job_id, L.rank, L.stage, L.node)
     positions = (L.tp_rank, L.cp_rank, L.ep_rank)
     rate, persist = c.w("rate"), c.w("straggler_persistence")
-    two, world = duration(2 * seconds(rate)), c.r(R.world_size_latest)
+    two = duration(2 * seconds(rate))
     pct = f"{(c.cfg['thresholds']['straggler_ratio'] - 1) * 100:g}%"
     where = (f"rank {c.tl(L.rank)} (stage {c.tl(L.stage)}"
              "{{ with $labels.%s }}, node {{ . }}{{ end }})" % c.l(L.node))
@@ -152,7 +152,7 @@ def build(c: Ctx) -> Family:
     rules = (
         # Busy time: compute minus the wait inside it, where the rank reports its wait;
         # its compute where it does not. Only ranks that export their compute time now, on
-        # the host they run on now: a rate window outlives its series by the window.
+        # the host and in the stage they run in now: a rate window outlives its series.
         # One sum of compute and the negated wait (tagged, so that no wait series meets a
         # compute series of the same labels in the `or`): compute is read once, where
         # `(compute - wait) or compute` read it twice.
@@ -164,7 +164,7 @@ def build(c: Ctx) -> Family:
             )
             /
             (sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_count', rate)}) > 0)
-            and {c.on(L.job_id, L.rank, L.node)} {c.m(M.train_compute_seconds, '_count')}
+            and {c.on(L.job_id, L.rank, L.stage, L.node)} {c.m(M.train_compute_seconds, '_count')}
         """)),
         # The rest of the stage: its slowest rank left out, so a slow rank is never part of
         # what it is compared with (a stage of one has no baseline and is not judged).
@@ -180,25 +180,14 @@ def build(c: Ctx) -> Family:
             / {c.join((L.job_id, L.stage))}
             ({c.r(R.busy_baseline)} > 0)
         """)),
-        Record(c.rname(R.world_size_latest), expr(f"""
-            max {c.by(L.job_id)} ({c.m(M.train_world_size)})
-        """)),
         # Judged once the stage has two rate windows behind it: in a series' first window
         # rate() extrapolates its _sum and _count differently when the first steps were
         # slower (compilation, warm-up), each rank's scrape phase gives it another error,
         # and a rank whose first minutes were slower would still be flagged in the second.
-        # And not for two rate windows after the job's world size changed: an elastic
-        # resize moves ranks to other stages and groups, and a rank's old window (its old
-        # stage) lives on beside its new one until it ages out. A job that reports no world
-        # size is judged all the same.
         # Recorded for the straggling ranks only (1), not as a 0 for every other rank.
         Record(c.rname(R.straggler_flag), expr(f"""
             {c.r(R.busy_ratio)} > bool {c.t('straggler_ratio')} == 1
             and {c.on(L.job_id, L.stage)} {c.r(R.busy_baseline)} offset {two}
-            unless {c.on(L.job_id)} (
-              max_over_time({world}[{two}]) != min_over_time({world}[{two}])
-              or {world} != {world} offset {two}
-            )
         """)),
         # Straggling ranks that report no wait inside compute, with their TP group (from
         # the mesh info): their compute includes waiting for a TP peer, so a slow GPU
