@@ -75,6 +75,9 @@ LABELS: dict[str, Label] = {
         Label("mesh_axis", "the kind of mesh position a straggler pattern follows (tp, cp or ep), "
                            "on the straggler pattern records and alert only"),
         Label("mesh_position", "the position in that kind of group the pattern follows"),
+        Label("reports_wait", "true where the rank reports its wait inside compute "
+                              "(train_compute_wait_seconds), false where it does not; on the "
+                              "rank place record only"),
         Label("obsgen_part", "tags the negated wait inside the busy-time rule's one sum of "
                              "compute and wait; never on a recorded or scraped series"),
         Label("pp_group", "the rank's pipeline (the ranks of every stage that pass it "
@@ -345,20 +348,32 @@ RECORDED: dict[str, Recorded] = {
         Recorded("busy_ratio", "job_rank:train_busy_seconds:ratio{rate}", _RANK_NODE,
                  "rank's mean busy time divided by its stage's baseline"),
         Recorded("straggler_flag", "job_rank:train_straggler:flag{rate}", _RANK_NODE,
-                 "1 while the rank is slower than the straggler threshold; no series "
-                 "while it is not"),
+                 "the rank's busy time divided by its stage's baseline, while that is above "
+                 "the straggler threshold; no series while it is not"),
+        Recorded("rank_place", "job_rank:train_rank_mesh:place",
+                 ("job_id", "rank", "stage", "tp_group", "tp_rank", "cp_rank", "ep_rank",
+                  "reports_wait"),
+                 "1 per rank that reports its place in the mesh: its TP group, its positions "
+                 "in its TP, CP and EP groups, and whether it reports its wait inside compute "
+                 "(a fact of the job's shape, recorded every facts_interval)"),
+        Recorded("mesh_positions", "job_stage:train_rank_mesh:positions",
+                 ("job_id", "stage", "mesh_axis", "mesh_position"),
+                 "ranks of a stage at each position of its TP, CP and EP groups: the number of "
+                 "the stage's groups of that kind (a fact of the job's shape)"),
         Recorded("straggler_lockstep", "job_rank:train_straggler:lockstep{rate}",
                  (*_RANK_NODE, "tp_group"),
-                 "1 for a straggling rank that reports no wait inside compute, with its TP "
-                 "group: its straggle may be a peer's; no series for any other rank"),
+                 "a straggling rank that reports no wait inside compute, with its TP group "
+                 "(its straggle may be a peer's), valued as its flag; no series for any other "
+                 "rank"),
         Recorded("straggler_positions", "job_rank:train_straggler:positions{rate}",
                  (*_RANK_NODE, "tp_rank", "cp_rank", "ep_rank"),
-                 "1 for a straggling rank that reports its wait, with its positions in its TP, "
-                 "CP and EP groups (from the mesh info); no series for any other rank"),
+                 "a straggling rank that reports its wait, with its positions in its TP, CP "
+                 "and EP groups, valued as its flag; no series for any other rank"),
         Recorded("straggler_pattern", "job_rank:train_straggler:pattern{rate}",
                  (*_RANK_NODE, "tp_rank", "cp_rank", "ep_rank", "mesh_axis", "mesh_position"),
-                 "1 for a straggling rank at a position of a kind of group that straggles in at "
-                 "least the pattern share of the stage's groups of that kind, and in two or more"),
+                 "a straggling rank at a position of a kind of group that straggles in at "
+                 "least the pattern share of the stage's groups of that kind, and in two or "
+                 "more"),
         Recorded("straggler_share", "job_rank:train_straggler:share{straggler_persistence}", _RANK_NODE,
                  "share of the persistence window the rank was straggling (above 0 to 1; "
                  "no series for a rank that did not straggle in the window)"),
@@ -483,12 +498,12 @@ RECORDED: dict[str, Recorded] = {
                  "arrived last in (only when enough were aligned)"),
         Recorded("late_arrival_flag", "job_rank_group:nccl_late_arrival:flag{late_arrival}",
                  ("job_id", "rank", "group", "node"),
-                 "1 while the rank arrives last in more than the late-arrival share of its "
-                 "group's collectives; no series while it does not"),
+                 "the rank's late-arrival share while it is above the late-arrival fraction; "
+                 "no series while it is not"),
         Recorded("late_arrival_positions", "job_rank:nccl_late_arrival:positions{late_arrival}",
                  ("job_id", "rank", "stage", "tp_rank", "cp_rank", "ep_rank"),
                  "1 for a rank late in any of its groups, with its stage and its positions in its "
-                 "TP, CP and EP groups (from the mesh info); no series for any other rank"),
+                 "TP, CP and EP groups (from its place); no series for any other rank"),
         Recorded("late_arrival_pattern", "job_rank:nccl_late_arrival:pattern{late_arrival}",
                  ("job_id", "rank", "stage", "tp_rank", "cp_rank", "ep_rank", "mesh_axis",
                   "mesh_position"),

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.promtool
 
 EVAL = "60m"
 JOB_A, JOB_B = 'job_id="job-a"', 'job_id="job-b"'
-RATIO = "job_rank:train_busy_seconds:ratio5m"
+BUSY, BASELINE = "job_rank:train_busy_seconds:mean5m", "job_stage:train_busy_seconds:baseline5m"
 NAME = Ctx(config.Config(copy.deepcopy(config.DEFAULTS), "(defaults)")).rname
 
 
@@ -51,12 +51,15 @@ CASES = {
          f'train_run_id{{{JOB_A}, rank="1", instance="10.0.0.2:9400"}}': "0x20 _x40",
          f'train_run_id{{{JOB_A}, rank="1", instance="10.0.1.2:9400"}}': "_x20 1x40"},
         {f"{{{JOB_A}}}": 1}),
-    "the slowest-ranks table names each rank's node, which the recorded ratio carries": (
+    "the slowest-ranks table names each rank's node, which the busy time carries, and "
+    "divides it by its stage's baseline": (
         ("overview", "Slowest 10 ranks now", "A"),
-        {**{f'{RATIO}{{{JOB_A}, rank="{r}", stage="0", node="gpu-node-00{r // 2}"}}':
-            f"{v}x60" for r, v in enumerate((1.0, 1.02, 1.3, 0.98))},
-         f'{RATIO}{{{JOB_B}, rank="0", stage="0", node="gpu-node-009"}}': "9x60"},
-        {f'{RATIO}{{{JOB_A}, rank="{r}", stage="0", node="gpu-node-00{r // 2}"}}': v
+        {**{f'{BUSY}{{{JOB_A}, rank="{r}", stage="0", node="gpu-node-00{r // 2}"}}':
+            f"{2 * v}x60" for r, v in enumerate((1.0, 1.02, 1.3, 0.98))},
+         f'{BASELINE}{{{JOB_A}, stage="0"}}': "2x60",
+         f'{BUSY}{{{JOB_B}, rank="0", stage="0", node="gpu-node-009"}}': "9x60",
+         f'{BASELINE}{{{JOB_B}, stage="0"}}': "1x60"},
+        {f'{{{JOB_A}, rank="{r}", stage="0", node="gpu-node-00{r // 2}"}}': v
          for r, v in enumerate((1.0, 1.02, 1.3, 0.98))}),
     "the late arrival has the least time inside the all-reduce": (
         ("dp", "Late arrivals: 10 ranks with the least time inside", "A"),

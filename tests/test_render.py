@@ -91,7 +91,8 @@ def test_records_of_a_group_of_their_own_get_it_at_the_familys_interval_and_no_e
     data["family_intervals"]["panels"] = "10m"
     groups = yaml.safe_load(pipeline.render_all(config.Config(data, "(test)"))["rules/panels.yaml"])["groups"]
     assert [(g["name"], g["interval"]) for g in groups] == [
-        (f"obsgen-panels-{v}", "10m") for v in ("tp", "dp", "gpus", "errors", "fsdp", "comm")]
+        (f"obsgen-panels-{v}", "10m") for v in ("tp", "dp", "gpus", "errors", "fsdp", "comm",
+                                                "stragglers")]
     # side by side: no group reads what another group of the family records
     recorded = {r["record"]: g["name"] for g in groups for r in g["rules"]}
     for g in groups:
@@ -112,12 +113,12 @@ def test_a_family_interval_sets_its_groups_never_shorter_than_the_rules_and_null
     data["family_intervals"] = {"pipeline": "3m", "gpus": None}
     assert intervals(data, "pipeline") == [("obsgen-pipeline", "3m"), ("obsgen-pipeline-facts", "3m")]
     assert intervals(data, "gpus") == [("obsgen-gpus", "30s"), ("obsgen-gpus-facts", "1m")]
-    assert intervals(data, "stragglers") == [("obsgen-stragglers", "30s")]
+    assert intervals(data, "gradients") == [("obsgen-gradients", "30s")]
     data["rule_interval"] = "5m"
     assert intervals(data, "pipeline") == [("obsgen-pipeline", "5m"), ("obsgen-pipeline-facts", "5m")]
     data["rule_interval"] = None  # Prometheus' global interval for the rest
     assert intervals(data, "pipeline")[0] == ("obsgen-pipeline", "3m")
-    assert intervals(data, "stragglers") == [("obsgen-stragglers", None)]
+    assert intervals(data, "gradients") == [("obsgen-gradients", None)]
     data.update(rule_interval="30s", family_intervals=None)
     assert intervals(data, "pipeline") == [("obsgen-pipeline", "30s"), ("obsgen-pipeline-facts", "1m")]
 

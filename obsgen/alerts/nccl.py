@@ -67,7 +67,7 @@ from ..promql import Ctx
 from .stragglers import mesh_pattern
 
 NAME = "nccl"
-REQUIRES = ("stragglers",)  # reads its mesh pattern record (Train_Straggler_Mapping's ranks)
+REQUIRES = ("stragglers",)  # reads its mesh facts and pattern record (Train_Straggler_Mapping's ranks)
 
 
 def build(c: Ctx) -> Family:
@@ -88,15 +88,16 @@ def build(c: Ctx) -> Family:
               >= {c.t('late_arrival_min_collectives')}
             )
         """)),
-        # Recorded for the late ranks only (1), not as a 0 for every rank and group.
+        # Recorded for the late ranks only, valued as their share (the alert reads it),
+        # not for every rank and group.
         Record(c.rname(R.late_arrival_flag), expr(f"""
-            {ratio} > bool {c.t('late_arrival_fraction')} == 1
+            {ratio} > {c.t('late_arrival_fraction')}
         """)),
         # Late ranks with their positions in the mesh: the same TP, CP or EP position late
         # in the stage's groups follows the mesh (Train_Straggler_Mapping), not a GPU.
         Record(c.rname(R.late_arrival_positions), expr(f"""
             max {c.by(L.job_id, L.rank, L.stage, L.tp_rank, L.cp_rank, L.ep_rank)} (
-              {c.m(M.train_rank_mesh_info)}
+              {c.r(R.rank_place)}
               and {c.on(L.job_id, L.rank)} {c.r(R.late_arrival_flag)}
             )
         """)),
@@ -113,8 +114,7 @@ def build(c: Ctx) -> Family:
         Alert(
             name="Train_Straggler_LateArrival",
             expr=expr(f"""
-                {ratio}
-                and {c.on(*rank_group)} {c.r(R.late_arrival_flag)}
+                {c.r(R.late_arrival_flag)}
                 unless {c.on(L.job_id, L.group)} {c.r(R.late_arrival_recovered)}
                 unless {c.on(L.job_id, L.rank)} {c.r(R.straggler_pattern)}
                 unless {c.on(L.job_id, L.rank)} {c.r(R.late_arrival_pattern)}

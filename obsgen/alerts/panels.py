@@ -18,8 +18,8 @@ records' windows are the rate window (5m), so at the default interval they tile 
 every collective and error counts once; the panels show them as 5m steps.
 
 Each view's records are a group of their own (``obsgen-panels-tp``, ``-dp``, ``-gpus``,
-``-errors``, ``-fsdp``, and ``-comm`` for the collective time per step of every group,
-the costliest): none reads another, so the ruler evaluates them side by side, and at
+``-errors``, ``-fsdp``, ``-stragglers`` for the overview's straggler score of every rank,
+and ``-comm`` for the collective time per step of every group, the costliest): none reads another, so the ruler evaluates them side by side, and at
 16,384 ranks one group of all of them would take seconds per evaluation.
 
 The means are _sum / _count per rank (time per collective, never a bucket quantile),
@@ -34,8 +34,9 @@ from ..model import Family, Record, expr
 from ..promql import Ctx, quote
 
 NAME = "panels"
-# gpus: the job's hosts and the GPUs' sparse ECC and XID records; ranks: the jobs
-REQUIRES = ("gpus", "ranks")
+# gpus: the job's hosts and the GPUs' sparse ECC and XID records; ranks: the jobs;
+# stragglers: the busy time and its baseline
+REQUIRES = ("gpus", "ranks", "stragglers")
 TP, DP, ALLREDUCE = "tp", "dp", "AllReduce"
 
 
@@ -95,6 +96,13 @@ def build(c: Ctx) -> Family:
             increase(M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL))), group="errors"),
         Record(c.rname(R.exposed_comm_job), expr(exposed), group="fsdp"),
         Record(c.rname(R.comm_per_step_job), expr(comm), group="comm"),  # every group's collectives
+        # the straggler score of every rank, for the overview's heatmap (the stragglers
+        # family records it for the straggling ranks only)
+        Record(c.rname(R.busy_ratio), expr(f"""
+            {c.r(R.busy_mean)}
+            / {c.join((L.job_id, L.stage))}
+            ({c.r(R.busy_baseline)} > 0)
+        """), group="stragglers"),
         Record(c.rname(R.ib_line_rate_job), expr(f"""
             max {c.by(L.job_id)} (
               {line}

@@ -42,7 +42,9 @@ pattern: one Train_Straggler_Mapping alert, routed to the workload team, and no
 Persistent alert for its ranks. A whole stage slower than the others is never a
 straggler here (each rank is compared within its stage); it is the pipeline's
 imbalance (Train_Bubble_Excess on the stages that wait for it, the per-stage busy
-panel). A rank that straggles for ``for`` (1m30s) is a persistent straggler: the same
+panel). The mesh comes from facts recorded every ``facts_interval`` (each rank's
+place in it and the number of ranks at each position of a stage's groups), so a job that
+starts or resizes is classified on its new mesh within that interval. A rank that straggles for ``for`` (1m30s) is a persistent straggler: the same
 GPU slow step after step is hardware or placement, routed to the platform team. Ranks
 that straggled in the persistence window and have since *recovered* make stragglers
 transient: slowness that moves between ranks follows the workload. A straggler that is
@@ -122,14 +124,13 @@ Check first:
 
 from __future__ import annotations
 
-import textwrap
-
 from ..config import duration, seconds
 from ..model import Alert, Family, Record, expr
 from ..contract import L, M, R
 from ..promql import Ctx
 
 NAME = "stragglers"
+AXES = (("tp", L.tp_rank), ("cp", L.cp_rank), ("ep", L.ep_rank))  # mesh_axis, its position label
 
 
 def build(c: Ctx) -> Family:
@@ -141,13 +142,15 @@ def build(c: Ctx) -> Family:
     where = (f"rank {c.tl(L.rank)} (stage {c.tl(L.stage)}"
              "{{ with $labels.%s }}, node {{ . }}{{ end }})" % c.l(L.node))
     compute = c.rate(M.train_compute_seconds, "_sum", rate)
+    place = (f"max {c.by(L.job_id, L.rank, L.stage, L.tp_group, *positions)} "
+             f"({c.m(M.train_rank_mesh_info)})")
     # ranks of TP groups with several straggling ranks that report no wait
     # the group's straggling ranks, from the query of the alert's description
     listed = ("{{ range query `%s` | sortByLabel \"%s\" }}{{ if and (eq .Labels.%s $labels.%s) "
               "(eq .Labels.%s $labels.%s) }} {{ .Labels.%s }}{{ end }}{{ end }}" % (
                   c.r(R.straggler_lockstep), c.l(L.rank), c.l(L.job_id), c.l(L.job_id),
                   c.l(L.tp_group), c.l(L.tp_group), c.l(L.rank)))
-    lockstep_groups = (f"{c.r(R.straggler_lockstep)}\n and {c.on(L.job_id, L.tp_group)} "
+    lockstep_groups = (f"{c.r(R.straggler_lockstep)} and {c.on(L.job_id, L.tp_group)} "
                        f"(count {c.by(L.job_id, L.tp_group)} ({c.r(R.straggler_lockstep)}) > 1)")
     rules = (
         # Busy time: compute minus the wait inside it, where the rank reports its wait;
@@ -175,44 +178,50 @@ def build(c: Ctx) -> Family:
               topk {c.by(L.job_id, L.stage)} (1, {c.r(R.busy_mean)})
             )
         """)),
-        Record(c.rname(R.busy_ratio), expr(f"""
-            {c.r(R.busy_mean)}
-            / {c.join((L.job_id, L.stage))}
-            ({c.r(R.busy_baseline)} > 0)
-        """)),
         # Judged once the stage has two rate windows behind it: in a series' first window
         # rate() extrapolates its _sum and _count differently when the first steps were
         # slower (compilation, warm-up), each rank's scrape phase gives it another error,
         # and a rank whose first minutes were slower would still be flagged in the second.
-        # Recorded for the straggling ranks only (1), not as a 0 for every other rank.
+        # Recorded for the straggling ranks only, valued as their ratio to the baseline
+        # (the alerts read it, not a ratio of every rank; the dashboards compute that).
         Record(c.rname(R.straggler_flag), expr(f"""
-            {c.r(R.busy_ratio)} > bool {c.t('straggler_ratio')} == 1
+            {ratio(c)} > {c.t('straggler_ratio')}
             and {c.on(L.job_id, L.stage)} {c.r(R.busy_baseline)} offset {two}
         """)),
-        # Straggling ranks that report no wait inside compute, with their TP group (from
-        # the mesh info): their compute includes waiting for a TP peer, so a slow GPU
-        # flags its whole group, which is one alert, not one per rank.
+        # The mesh as facts (they change only when a job starts or resizes): each rank's
+        # place, and how many ranks of a stage sit at each position of its groups. The
+        # rules below join the few straggling ranks with them, not with the mesh info of
+        # every rank at every evaluation.
+        Record(c.rname(R.rank_place), expr(f"""
+            label_replace(
+              {place}
+              and {c.on(L.job_id, L.rank)} {c.m(M.train_compute_wait_seconds, '_count')},
+              "{c.l(L.reports_wait)}", "true", "", "")
+            or {c.on(L.job_id, L.rank)}
+            label_replace({place}, "{c.l(L.reports_wait)}", "false", "", "")
+        """), fact=True),
+        # counted per position first, then labelled: a label_replace of every rank's place
+        # cost more than the counts
+        Record(c.rname(R.mesh_positions), (
+            f"sum {c.by(L.job_id, L.stage, L.mesh_axis, L.mesh_position)} (\n  " + "\n  or ".join(
+                f'label_replace(label_replace(count {c.by(L.job_id, L.stage, position)} '
+                f'({c.r(R.rank_place)}), "{c.l(L.mesh_axis)}", "{axis}", "", ""), '
+                f'"{c.l(L.mesh_position)}", "$1", "{c.l(position)}", "(.*)")'
+                for axis, position in AXES) + "\n)"), fact=True),
+        # Straggling ranks that report no wait inside compute, with their TP group: their
+        # compute includes waiting for a TP peer, so a slow GPU flags its whole group,
+        # which is one alert, not one per rank.
         Record(c.rname(R.straggler_lockstep), expr(f"""
-            (
-              {c.r(R.straggler_flag)}
-              unless {c.on(L.job_id, L.rank)} {c.m(M.train_compute_wait_seconds, '_count')}
-            )
+            {c.r(R.straggler_flag)}
             * {c.join((L.job_id, L.rank), (L.tp_group,))}
-            max {c.by(L.job_id, L.rank, L.tp_group)} (
-              {c.m(M.train_rank_mesh_info)} and {c.on(L.job_id, L.rank)} {c.r(R.straggler_flag)}
-            )
+            {c.r(R.rank_place, extra=(f'{c.l(L.reports_wait)}="false"',))}
         """)),
         # Straggling ranks that report their wait, with their positions in their TP, CP
         # and EP groups: where slowness follows a position, the mesh mapping is at fault.
         Record(c.rname(R.straggler_positions), expr(f"""
-            (
-              {c.r(R.straggler_flag)}
-              unless {c.on(L.job_id, L.rank)} {c.r(R.straggler_lockstep)}
-            )
+            {c.r(R.straggler_flag)}
             * {c.join((L.job_id, L.rank), positions)}
-            max {c.by(L.job_id, L.rank, *positions)} (
-              {c.m(M.train_rank_mesh_info)} and {c.on(L.job_id, L.rank)} {c.r(R.straggler_flag)}
-            )
+            {c.r(R.rank_place, extra=(f'{c.l(L.reports_wait)}="true"',))}
         """)),
         Record(c.rname(R.straggler_pattern), expr(mesh_pattern(c, c.r(R.straggler_positions)))),
         # The window of the flags is read once per evaluation, here: the share of the
@@ -222,21 +231,23 @@ def build(c: Ctx) -> Family:
             / {c.join((L.job_id, L.stage))}
             count_over_time({c.r(R.busy_baseline)}[{persist}])
         """)),
-        # Ranks that straggled in the window and recovered: straggling then, not now, and
-        # still training (a straggler starting up is straggling now; a lost rank did not
-        # recover).
+        # Ranks that straggled in the window and recovered: straggling then, not now, in a
+        # stage that still trains (a straggler starting up is straggling now; a job that
+        # stopped did not recover). A rank lost from a stage that trains on counts as
+        # recovered: the rank family speaks for it, and one rank is not Transient.
         Record(c.rname(R.straggler_ranks), expr(f"""
             count {c.by(L.job_id)} (
-              max {c.by(L.job_id, L.rank)} ({c.r(R.straggler_share)})
-              and {c.on(L.job_id, L.rank)} {c.r(R.busy_mean)}
-              unless {c.on(L.job_id, L.rank)} {c.r(R.straggler_flag)}
+              max {c.by(L.job_id, L.rank)} (
+                {c.r(R.straggler_share)}
+                and {c.on(L.job_id, L.stage)} {c.r(R.busy_baseline)}
+                unless {c.on(L.job_id, L.rank)} {c.r(R.straggler_flag)}
+              )
             )
         """)),
         Alert(
             name="Train_Straggler_Persistent",
             expr=expr(f"""
-                {c.r(R.busy_ratio)}
-                and {c.on(*rank)} {c.r(R.straggler_flag)}
+                {c.r(R.straggler_flag)}
                 unless {c.on(L.job_id)} {c.r(R.straggler_ranks)}
                 unless {c.on(L.job_id, L.rank)} ({lockstep_groups})
                 unless {c.on(L.job_id, L.rank)} {c.r(R.straggler_pattern)}
@@ -310,31 +321,40 @@ def build(c: Ctx) -> Family:
     return Family(NAME, __doc__, rules)
 
 
+def ratio(c: Ctx, extra: tuple[str, ...] = ()) -> str:
+    """Each rank's busy time over its stage's baseline (``extra``: matchers on the rank's
+    series, e.g. a dashboard's variables)."""
+    return (f"{c.r(R.busy_mean, extra=extra)}\n/ {c.join((L.job_id, L.stage))}\n"
+            f"({c.r(R.busy_baseline)} > 0)")
+
+
+def tag(c: Ctx, vector: str) -> str:
+    """``vector`` (with tp_rank, cp_rank and ep_rank) three times, once per kind of group,
+    each labelled with that kind (mesh_axis) and the position in it (mesh_position)."""
+    return "\nor ".join(
+        f'label_replace(label_replace({vector}, "{c.l(L.mesh_axis)}", "{axis}", "", ""), '
+        f'"{c.l(L.mesh_position)}", "$1", "{c.l(position)}", "(.*)")'
+        for axis, position in AXES)
+
+
 def mesh_pattern(c: Ctx, pos: str) -> str:
-    """The ranks of ``pos`` (1 per rank, with its stage and its tp_rank, cp_rank and ep_rank)
-    at a position of their TP, CP or EP groups where the ranks of ``pos`` follow the mesh,
-    each labelled with that axis and position (a rank may follow two)."""
-    return "\n or\n".join(_pattern(c, pos, axis, position) for axis, position in
-                           (("tp", L.tp_rank), ("cp", L.cp_rank), ("ep", L.ep_rank)))
-
-
-def _pattern(c: Ctx, pos: str, axis: str, position) -> str:
-    """The ranks of ``pos`` at one ``position`` (e.g. tp_rank) of the stage's groups of
-    ``axis``, where at least the pattern share of those groups, and two or more, have their
-    rank there in ``pos``; only where the stage has more than one position of that kind.
-    The stage's mesh info is read only where a rank of it is in ``pos``."""
-    at = (L.job_id, L.stage, position)
-    stage_info = f"{c.m(M.train_rank_mesh_info)} and {c.on(L.job_id, L.stage)} {pos}"
-    flagged = f"count {c.by(*at)} ({pos})"
-    return textwrap.dedent(f"""\
-            label_replace(label_replace(
-              {pos}
-              and {c.on(*at)} (
-                {flagged} >= 2
-                and {c.on(*at)}
-                {flagged}
-                >= {c.on(*at)} {c.t('straggler_pattern_share')} * count {c.by(*at)} ({stage_info})
-              )
-              and {c.on(L.job_id, L.stage)} (count {c.by(L.job_id, L.stage)} (count {c.by(*at)} ({stage_info})) > 1),
-              "{c.l(L.mesh_axis)}", "{axis}", "", ""),
-              "{c.l(L.mesh_position)}", "$1", "{c.l(position)}", "(.*)")""")
+    """The ranks of ``pos`` (one series per rank, with its stage and its tp_rank, cp_rank
+    and ep_rank) at a position of their TP, CP or EP groups where at least the pattern
+    share of the stage's groups of that kind, and two or more, have their rank there in
+    ``pos``; only where the stage has more than one position of that kind. Each is
+    labelled with the axis and position (a rank may follow two). The stage's groups are
+    counted from the mesh facts, not from the mesh info of every rank."""
+    at = (L.job_id, L.stage, L.mesh_axis, L.mesh_position)
+    tagged = tag(c, pos).replace("\n", "\n    ")
+    flagged = f"count {c.by(*at)} (\n    {tagged}\n  )"
+    groups = c.r(R.mesh_positions)
+    return "\n".join((
+        f"(\n    {tagged}\n)",
+        f"and {c.on(*at)} (",
+        f"  {flagged} >= 2",
+        f"  and {c.on(*at)}",
+        f"  {flagged}",
+        f"  >= {c.on(*at)} {c.t('straggler_pattern_share')} * {groups}",
+        ")",
+        f"and {c.on(L.job_id, L.stage, L.mesh_axis)}",
+        f"(count {c.by(L.job_id, L.stage, L.mesh_axis)} ({groups}) > 1)"))

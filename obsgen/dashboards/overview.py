@@ -31,7 +31,19 @@ def build(env) -> View:
     planned, current, step = q.r(R.planned_steps), q.r(R.current_step), q.r(R.step_mean)
     eta = f"(clamp_min({planned} - {on} {current}, 0)\n * {on}\n {step})"
     planned_end = q.r(R.planned_end)
-    ratio = q.r(R.busy_ratio, rank=True, stage=True)
+    # each rank's busy time over its stage's baseline: the panels family's series with
+    # dashboards.records, else computed here (the stragglers family records the ratio of the
+    # straggling ranks only)
+    mean, baseline = q.r(R.busy_mean, rank=True, stage=True), q.r(R.busy_baseline, stage=True)
+    stage_join = q.join((L.job_id, L.stage))
+    if env.records:
+        ratio = q.r(R.busy_ratio, rank=True, stage=True)
+        peak = f"max_over_time({ratio}[{RANGE}] @ end())"
+    else:
+        ratio = f"({mean}\n/ {stage_join}\n({baseline} > 0))"
+        # the rank's highest busy time of the range over its stage's highest baseline
+        peak = (f"max_over_time({mean}[{RANGE}] @ end())\n/ {stage_join}\n"
+                f"(max_over_time({baseline}[{RANGE}] @ end()) > 0)")
     firing = q.m(M.ALERTS, match={L.alertstate: "firing"},
                  regex={L.alertname: "|".join(env.alerts)})
 
@@ -145,7 +157,7 @@ def build(env) -> View:
               f"Healthy: all near 1; a hot row is a persistent straggler, hot cells that "
               f"move are transient ones.", u.NoUnit,
               (Query(f"{ratio}\nand {q.on(L.job_id, L.rank)}\ntopk({env.dash('heatmap_ranks')}, "
-                     f"max {q.by(L.job_id, L.rank)} (max_over_time({ratio}[{RANGE}] @ end())))",
+                     f"max {q.by(L.job_id, L.rank)} ({peak}))",
                      "{{%s}}" % q.rank),),
               width=16, height=10, min=1 - (ratio_limit - 1), max=1 + 2 * (ratio_limit - 1)),
         Panel(TABLE, f"Slowest {top_n} ranks now", "Ranks with the highest busy time / "
