@@ -45,6 +45,14 @@ def total_ms(size: dict, name: str) -> float:
     return sum(per_evaluation(v) for v in suite(size, name).values())
 
 
+def straggler_ratio(size: dict) -> float:
+    """The naive straggler rule's time over the straggler family's, per 30 s: its main
+    group and its facts group (the mesh, every facts_interval) in proportion."""
+    ours = sum(per_evaluation(v) for g, v in suite(size, "obsgen").items()
+               if family(g) == "stragglers")
+    return size["groups"]["naive-stragglers"]["ms"] / ours
+
+
 def once_ms(size: dict, name: str) -> float:
     """Every group of the suite evaluated once, whatever its interval."""
     return sum(v["ms"] for v in suite(size, name).values())

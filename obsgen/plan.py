@@ -136,6 +136,11 @@ def plan(s: Shape, windows: dict[str, str] | None = None,
                  else "job")
         # the late-arrival ratio: one series per rank and aligned group
         per = s.aligned_groups() if scope == "rank" and L.group.key in r.labels else 1
+        if L.reports_wait.key in r.labels or (scope == "stage" and L.mesh_position.key in r.labels):
+            if not s.mesh_info:
+                continue  # the mesh facts come from the mesh info
+            if scope == "stage":  # each TP, CP and EP position of the stage (CP not modelled: 1)
+                per = s.tp + 1 + s.ep
         lines.append(Line(name, "recorded", scope, per, per * units[scope], "rules"))
     return lines
 

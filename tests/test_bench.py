@@ -249,7 +249,8 @@ def test_dashboards_records_is_measured_apart_with_every_query_of_the_panels_it_
 
     default = scale.panels(scale.default_config())
     rules, qs = scale.records_suites(default)
-    assert {r.group for r in rules} == {f"obsgen-panels-{v}" for v in ("tp", "dp", "gpus", "errors", "fsdp", "comm")}
+    assert {r.group for r in rules} == {f"obsgen-panels-{v}" for v in
+                                        ("tp", "dp", "gpus", "errors", "fsdp", "comm", "stragglers")}
     assert not [r for r in scale.obsgen_rules(scale.default_config()) if r.group.startswith("obsgen-panels")]
     changed = {(q.dashboard, q.panel) for q in qs}
     assert ("Training · TP", "Time inside TP collectives across ranks") in changed
