@@ -7,6 +7,11 @@ import math
 
 GROUP_TARGET_MS = 1000  # every rule group, at the largest size
 SUITE_TARGET_MS = 3000  # all groups together: 10% of a 30 s evaluation interval
+# The naive suite is the same rules in every run, so its time measures the machine. The
+# run on which the time budgets were first met (results.json of commit ef5e5cf) measured it
+# at these ms per 30 s; a run on a slower machine reads its groups against the budgets
+# divided by its ratio to them.
+REFERENCE_NAIVE_MS = {1024: 253.0, 4096: 1056.0, 16384: 4733.0}
 PANEL_TARGET_MS = 2000  # every panel over 1 h
 STRAGGLER_TARGET = 5.0  # naive straggler rule / obsgen straggler family
 
@@ -43,6 +48,12 @@ def per_evaluation(v: dict) -> float:
 def total_ms(size: dict, name: str) -> float:
     """What the suite's groups cost the ruler per 30 s (see per_evaluation)."""
     return sum(per_evaluation(v) for v in suite(size, name).values())
+
+
+def machine_factor(size: dict) -> float | None:
+    """This run's naive suite over the reference run's at the same size (2: twice as slow)."""
+    ref = REFERENCE_NAIVE_MS.get(size["ranks"])
+    return total_ms(size, "naive") / ref if ref else None
 
 
 def straggler_ratio(size: dict) -> float:

@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 
 from .findings import DROP_BUCKETS, before_after, drop_buckets_finding, findings
-from .measures import (EVALUATION, GROUP_TARGET_MS, PANEL_TARGET_MS, STRAGGLER_TARGET,
+from .measures import (EVALUATION, GROUP_TARGET_MS, PANEL_TARGET_MS, REFERENCE_NAIVE_MS,
+                       STRAGGLER_TARGET, machine_factor,
                        SUITE_TARGET_MS, errors, family, fmt_mib, fmt_ms, growth_exponent,
                        naive_families, once_ms, panels_of, per_evaluation, per_series_us, sizes,
                        RECORDS, slowest_panel, straggler_ratio, suite, timed_rounds, total_ms,
@@ -105,6 +106,17 @@ def markdown(results: dict) -> str:
             f"| cost linear in N | largest growth exponent {small['ranks']:,} -> {N:,}: "
             f"{worst_growth[1]} ({worst_growth[0]}); 1 = linear, 2 = quadratic "
             f"| {yes(float(worst_growth[1]) < 1.3 if worst_growth[1] != '-' else True)} |", ""]
+    factor = machine_factor(big)
+    if factor and abs(factor - 1) > 0.2:
+        out += [f"Machine speed: the naive suite, the same rules in every run, took "
+                f"{fmt_ms(total_ms(big, 'naive'))} ms per 30 s at {N:,} ranks here, "
+                f"{factor:.2f}x the {fmt_ms(REFERENCE_NAIVE_MS[N])} ms of the run the time "
+                "budgets were first met on. At that run's speed (times divided by "
+                f"{factor:.2f}) the slowest group takes {fmt_ms(worst_group[1]['ms'] / factor)} ms "
+                f"({yes(worst_group[1]['ms'] / factor < GROUP_TARGET_MS)}) and all groups "
+                f"{fmt_ms(all_groups / factor)} ms per 30 s "
+                f"({yes(all_groups / factor < SUITE_TARGET_MS)}); the ratios above do not "
+                "depend on the machine.", ""]
     out += records_targets(big)
 
     # per size -------------------------------------------------------------------------
