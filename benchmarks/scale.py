@@ -66,6 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 SIZES = (1024, 4096, 16384)
 QUICK = 256
+BACKFILL_ARGS = ("--query.timeout=30m",)
 EVAL_TIMES = tuple(stream.END - m * 60 for m in (8, 6, 4, 2, 0))
 PANEL_RANGE = 3600
 PANEL_STEP = 30  # Grafana's step for 1 h: the data source's 30 s scrape, or the panel's min interval
@@ -306,7 +307,9 @@ def backfill_recorded(b: stream.Bench, data: Path, work: Path, rules: list[Rule]
                 spans.setdefault(b.start, []).append(r)
             else:
                 spans.setdefault(b.end - b.rank_history, []).append(r)
-        with prom.Prometheus(data, work / "prometheus.log") as p:
+        # promtool reads each rule over the whole window in one range query: at 16,384 ranks
+        # on a loaded machine that outlasted Prometheus' default 2m query timeout (a 503)
+        with prom.Prometheus(data, work / "prometheus.log", BACKFILL_ARGS) as p:
             for i, (start, span_rules) in enumerate(sorted(spans.items())):
                 rule_file = work / f"recording-{d}-{i}.yaml"
                 rule_file.write_text(yaml.safe_dump({"groups": [{"name": f"level-{d}", "rules": [
