@@ -61,6 +61,17 @@ CASES = {
          f'{BASELINE}{{{JOB_B}, stage="0"}}': "1x60"},
         {f'{{{JOB_A}, rank="{r}", stage="0", node="gpu-node-00{r // 2}"}}': v
          for r, v in enumerate((1.0, 1.02, 1.3, 0.98))}),
+    "the straggler heatmap divides each rank's busy time by its own stage's baseline, of its "
+    "own job": (
+        ("overview", "Straggler score per rank", "A"),
+        {**{f'{BUSY}{{{JOB_A}, rank="{r}", stage="{r // 2}", node="n{r}"}}': f"{v}x60"
+            for r, v in enumerate((2.0, 2.2, 4.0, 6.0))},
+         f'{BASELINE}{{{JOB_A}, stage="0"}}': "2x60",
+         f'{BASELINE}{{{JOB_A}, stage="1"}}': "4x60",
+         f'{BUSY}{{{JOB_B}, rank="0", stage="0", node="n9"}}': "9x60",
+         f'{BASELINE}{{{JOB_B}, stage="0"}}': "1x60"},
+        {f'{{{JOB_A}, rank="{r}", stage="{r // 2}", node="n{r}"}}': v
+         for r, v in enumerate((1.0, 1.1, 1.0, 1.5))}),
     "the late arrival has the least time inside the all-reduce": (
         ("dp", "Late arrivals: 10 ranks with the least time inside", "A"),
         {**{f'nccl_collective_duration_seconds_sum{{{JOB_A}, rank="{r}", op="AllReduce", group="dp"}}':

@@ -44,6 +44,11 @@ def build(env) -> View:
         # the rank's highest busy time of the range over its stage's highest baseline
         peak = (f"max_over_time({mean}[{RANGE}] @ end())\n/ {stage_join}\n"
                 f"(max_over_time({baseline}[{RANGE}] @ end()) > 0)")
+    top = (f"topk({env.dash('heatmap_ranks')}, max {q.by(L.job_id, L.rank)} ({peak}))")
+    # the heatmap's ranks chosen once for the range (@ end()); without the records only
+    # theirs are divided by the baseline at each step, not every rank's (4x cheaper)
+    heatmap = (f"{ratio}\nand {q.on(L.job_id, L.rank)}\n{top}" if env.records else
+               f"({mean}\nand {q.on(L.job_id, L.rank)}\n{top})\n/ {stage_join}\n({baseline} > 0)")
     firing = q.m(M.ALERTS, match={L.alertstate: "firing"},
                  regex={L.alertname: "|".join(env.alerts)})
 
@@ -156,9 +161,7 @@ def build(env) -> View:
               f"{env.dash('heatmap_ranks')} highest ranks of the time range. "
               f"Healthy: all near 1; a hot row is a persistent straggler, hot cells that "
               f"move are transient ones.", u.NoUnit,
-              (Query(f"{ratio}\nand {q.on(L.job_id, L.rank)}\ntopk({env.dash('heatmap_ranks')}, "
-                     f"max {q.by(L.job_id, L.rank)} ({peak}))",
-                     "{{%s}}" % q.rank),),
+              (Query(heatmap, "{{%s}}" % q.rank),),
               width=16, height=10, min=1 - (ratio_limit - 1), max=1 + 2 * (ratio_limit - 1)),
         Panel(TABLE, f"Slowest {top_n} ranks now", "Ranks with the highest busy time / "
               "the rest of their stage, with their node and place in the mesh (TP position "
