@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from . import config, contract
-from .contract import HISTOGRAM, L, M
+from .contract import HISTOGRAM, L, M, R
 
 BYTES_PER_SERIES = 4096  # rough Prometheus head cost of an active series (memory)
 
@@ -136,11 +136,10 @@ def plan(s: Shape, windows: dict[str, str] | None = None,
                  else "job")
         # the late-arrival ratio: one series per rank and aligned group
         per = s.aligned_groups() if scope == "rank" and L.group.key in r.labels else 1
-        if L.reports_wait.key in r.labels or (scope == "stage" and L.mesh_position.key in r.labels):
-            if not s.mesh_info:
-                continue  # the mesh facts come from the mesh info
-            if scope == "stage":  # each TP, CP and EP position of the stage (CP not modelled: 1)
-                per = s.tp + 1 + s.ep
+        if r in (R.rank_place, R.mesh_positions) and not s.mesh_info:
+            continue  # the mesh facts come from the mesh info
+        if r is R.mesh_positions:  # each TP, CP and EP position of the stage (CP not modelled: 1)
+            per = s.tp + 1 + s.ep
         lines.append(Line(name, "recorded", scope, per, per * units[scope], "rules"))
     return lines
 

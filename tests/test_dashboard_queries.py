@@ -61,17 +61,6 @@ CASES = {
          f'{BASELINE}{{{JOB_B}, stage="0"}}': "1x60"},
         {f'{{{JOB_A}, rank="{r}", stage="0", node="gpu-node-00{r // 2}"}}': v
          for r, v in enumerate((1.0, 1.02, 1.3, 0.98))}),
-    "the straggler heatmap divides each rank's busy time by its own stage's baseline, of its "
-    "own job": (
-        ("overview", "Straggler score per rank", "A"),
-        {**{f'{BUSY}{{{JOB_A}, rank="{r}", stage="{r // 2}", node="n{r}"}}': f"{v}x60"
-            for r, v in enumerate((2.0, 2.2, 4.0, 6.0))},
-         f'{BASELINE}{{{JOB_A}, stage="0"}}': "2x60",
-         f'{BASELINE}{{{JOB_A}, stage="1"}}': "4x60",
-         f'{BUSY}{{{JOB_B}, rank="0", stage="0", node="n9"}}': "9x60",
-         f'{BASELINE}{{{JOB_B}, stage="0"}}': "1x60"},
-        {f'{{{JOB_A}, rank="{r}", stage="{r // 2}", node="n{r}"}}': v
-         for r, v in enumerate((1.0, 1.1, 1.0, 1.5))}),
     "the late arrival has the least time inside the all-reduce": (
         ("dp", "Late arrivals: 10 ranks with the least time inside", "A"),
         {**{f'nccl_collective_duration_seconds_sum{{{JOB_A}, rank="{r}", op="AllReduce", group="dp"}}':
@@ -156,9 +145,10 @@ CASES = {
 }
 
 
-def _query(key: str, title: str, ref: str, records: bool = False) -> str:
+def _query(key: str, title: str, ref: str, records: bool = False, **dash) -> str:
     cfg = config.Config(copy.deepcopy(config.DEFAULTS), "(defaults)")
     cfg.data["dashboards"]["records"] = records
+    cfg.data["dashboards"].update(dash)
     for q in dashboards.panel_queries(cfg):
         if q.uid == f"obsgen-{key}" and q.panel == title and q.ref == ref:
             return q.promql("job-a", rate_interval="2m", range_="1h")
@@ -176,6 +166,43 @@ def test_panel_query_on_hand_made_series(case, tmp_path):
             "exp_samples": [{"labels": labels, "value": value} for labels, value in expected.items()]}],
     }]}
     path = tmp_path / "panel.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    result = promtool.test_rules([path])
+    assert result.ok, result.output
+
+
+@pytest.mark.parametrize("records", [False, True], ids=["computed", "recorded"])
+def test_the_straggler_heatmap_shows_the_ranks_with_the_highest_score_of_the_range(records, tmp_path):
+    """With room for two ranks, the heatmap shows the two whose busy time rose furthest above
+    their stage's baseline in the hour (rank 1 for ten minutes only, rank 3 throughout),
+    each divided by its own stage's baseline, not the ranks with the most busy time (rank 2,
+    in a heavier stage), and none of another job's."""
+    busy = {0: "2x60", 1: "2x45 3x10 2x5", 2: "4.2x60", 3: "6x60"}
+    series = {f'{BUSY}{{{JOB_A}, rank="{r}", stage="{r // 2}", node="n{r}"}}': v
+              for r, v in busy.items()}
+    series.update({f'{BASELINE}{{{JOB_A}, stage="0"}}': "2x60", f'{BASELINE}{{{JOB_A}, stage="1"}}': "4x60"})
+    # another job's rank, far slower, is not this job's
+    series.update({f'{BUSY}{{{JOB_B}, rank="0", stage="0", node="n9"}}': "9x60",
+                   f'{BASELINE}{{{JOB_B}, stage="0"}}': "1x60"})
+    if records:  # the panels family's score of every rank
+        ratios = {0: "1x60", 1: "1x45 1.5x10 1x5", 2: "1.05x60", 3: "1.5x60"}
+        series.update({f'{NAME(R.busy_ratio)}{{{JOB_A}, rank="{r}", stage="{r // 2}", node="n{r}"}}': v
+                       for r, v in ratios.items()})
+        series[f'{NAME(R.busy_ratio)}{{{JOB_B}, rank="0", stage="0", node="n9"}}'] = "9x60"
+    doc = {"rule_files": [], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": k, "values": v} for k, v in series.items()],
+        "promql_expr_test": [{
+            "expr": _query("overview", "Straggler score per rank", "A", records, heatmap_ranks=2),
+            "eval_time": EVAL,
+            "exp_samples": [
+                {"labels": f'{{{JOB_A}, rank="1", stage="0", node="n1"}}', "value": 1},
+                {"labels": f'{{{JOB_A}, rank="3", stage="1", node="n3"}}', "value": 1.5}]}],
+    }]}
+    if records:  # the recorded series keep their name
+        for e in doc["tests"][0]["promql_expr_test"][0]["exp_samples"]:
+            e["labels"] = NAME(R.busy_ratio) + e["labels"]
+    path = tmp_path / "heatmap.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     result = promtool.test_rules([path])
     assert result.ok, result.output

@@ -19,8 +19,8 @@ every collective and error counts once; the panels show them as 5m steps.
 
 Each view's records are a group of their own (``obsgen-panels-tp``, ``-dp``, ``-gpus``,
 ``-errors``, ``-fsdp``, ``-stragglers`` for the overview's straggler score of every rank,
-and ``-comm`` for the collective time per step of every group, the costliest): none reads another, so the ruler evaluates them side by side, and at
-16,384 ranks one group of all of them would take seconds per evaluation.
+and ``-comm`` for the collective time per step of every group, the costliest): none reads
+another, so the ruler evaluates them side by side, and at 16,384 ranks one group of all of them would take seconds per evaluation.
 
 The means are _sum / _count per rank (time per collective, never a bucket quantile),
 GPUs are matched to ranks by ``train_rank_gpu_info`` (the UUID each rank runs on), and the
@@ -32,6 +32,7 @@ from __future__ import annotations
 from ..contract import L, M, R
 from ..model import Family, Record, expr
 from ..promql import Ctx, quote
+from .stragglers import over_baseline
 
 NAME = "panels"
 # gpus: the job's hosts and the GPUs' sparse ECC and XID records; ranks: the jobs;
@@ -98,11 +99,7 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.comm_per_step_job), expr(comm), group="comm"),  # every group's collectives
         # the straggler score of every rank, for the overview's heatmap (the stragglers
         # family records it for the straggling ranks only)
-        Record(c.rname(R.busy_ratio), expr(f"""
-            {c.r(R.busy_mean)}
-            / {c.join((L.job_id, L.stage))}
-            ({c.r(R.busy_baseline)} > 0)
-        """), group="stragglers"),
+        Record(c.rname(R.busy_ratio), over_baseline(c), group="stragglers"),
         Record(c.rname(R.ib_line_rate_job), expr(f"""
             max {c.by(L.job_id)} (
               {line}

@@ -44,8 +44,8 @@ straggler here (each rank is compared within its stage); it is the pipeline's
 imbalance (Train_Bubble_Excess on the stages that wait for it, the per-stage busy
 panel). The mesh comes from facts recorded every ``facts_interval`` (each rank's
 place in it and the number of ranks at each position of a stage's groups), so a job that
-starts or resizes is classified on its new mesh within that interval. A rank that straggles for ``for`` (1m30s) is a persistent straggler: the same
-GPU slow step after step is hardware or placement, routed to the platform team. Ranks
+starts or resizes is classified on its new mesh within that interval. A rank that
+straggles for ``for`` (1m30s) is a persistent straggler: the same GPU slow step after step is hardware or placement, routed to the platform team. Ranks
 that straggled in the persistence window and have since *recovered* make stragglers
 transient: slowness that moves between ranks follows the workload. A straggler that is
 starting up is straggling now, so it never counts towards Transient, and neither do the
@@ -185,7 +185,7 @@ def build(c: Ctx) -> Family:
         # Recorded for the straggling ranks only, valued as their ratio to the baseline
         # (the alerts read it, not a ratio of every rank; the dashboards compute that).
         Record(c.rname(R.straggler_flag), expr(f"""
-            {ratio(c)} > {c.t('straggler_ratio')}
+            {over_baseline(c)} > {c.t('straggler_ratio')}
             and {c.on(L.job_id, L.stage)} {c.r(R.busy_baseline)} offset {two}
         """)),
         # The mesh as facts (they change only when a job starts or resizes): each rank's
@@ -203,11 +203,10 @@ def build(c: Ctx) -> Family:
         # counted per position first, then labelled: a label_replace of every rank's place
         # cost more than the counts
         Record(c.rname(R.mesh_positions), (
-            f"sum {c.by(L.job_id, L.stage, L.mesh_axis, L.mesh_position)} (\n  " + "\n  or ".join(
-                f'label_replace(label_replace(count {c.by(L.job_id, L.stage, position)} '
-                f'({c.r(R.rank_place)}), "{c.l(L.mesh_axis)}", "{axis}", "", ""), '
-                f'"{c.l(L.mesh_position)}", "$1", "{c.l(position)}", "(.*)")'
-                for axis, position in AXES) + "\n)"), fact=True),
+            f"sum {c.by(L.job_id, L.stage, L.mesh_axis, L.mesh_position)} (\n  "
+            + tag(c, lambda position: f"count {c.by(L.job_id, L.stage, position)} "
+                                      f"({c.r(R.rank_place)})").replace("\n", "\n  ")
+            + "\n)"), fact=True),
         # Straggling ranks that report no wait inside compute, with their TP group: their
         # compute includes waiting for a TP peer, so a slow GPU flags its whole group,
         # which is one alert, not one per rank.
@@ -321,19 +320,19 @@ def build(c: Ctx) -> Family:
     return Family(NAME, __doc__, rules)
 
 
-def ratio(c: Ctx, extra: tuple[str, ...] = ()) -> str:
-    """Each rank's busy time over its stage's baseline (``extra``: matchers on the rank's
-    series, e.g. a dashboard's variables)."""
-    return (f"{c.r(R.busy_mean, extra=extra)}\n/ {c.join((L.job_id, L.stage))}\n"
-            f"({c.r(R.busy_baseline)} > 0)")
+def over_baseline(c: Ctx, mean: str | None = None, baseline: str | None = None) -> str:
+    """Each rank's busy time (``mean``, by default the record) over its stage's baseline:
+    the straggler score the flag, the panels family and the overview compute."""
+    return (f"{mean or c.r(R.busy_mean)}\n/ {c.join((L.job_id, L.stage))}\n"
+            f"({baseline or c.r(R.busy_baseline)} > 0)")
 
 
-def tag(c: Ctx, vector: str) -> str:
-    """``vector`` (with tp_rank, cp_rank and ep_rank) three times, once per kind of group,
-    each labelled with that kind (mesh_axis) and the position in it (mesh_position)."""
+def tag(c: Ctx, vector) -> str:
+    """``vector(position)`` (a vector with that position label, e.g. tp_rank) once per kind
+    of group, labelled with the kind (mesh_axis) and the position in it (mesh_position)."""
     return "\nor ".join(
-        f'label_replace(label_replace({vector}, "{c.l(L.mesh_axis)}", "{axis}", "", ""), '
-        f'"{c.l(L.mesh_position)}", "$1", "{c.l(position)}", "(.*)")'
+        f'label_replace(label_replace({vector(position)}, "{c.l(L.mesh_axis)}", "{axis}", '
+        f'"", ""), "{c.l(L.mesh_position)}", "$1", "{c.l(position)}", "(.*)")'
         for axis, position in AXES)
 
 
@@ -345,7 +344,7 @@ def mesh_pattern(c: Ctx, pos: str) -> str:
     labelled with the axis and position (a rank may follow two). The stage's groups are
     counted from the mesh facts, not from the mesh info of every rank."""
     at = (L.job_id, L.stage, L.mesh_axis, L.mesh_position)
-    tagged = tag(c, pos).replace("\n", "\n    ")
+    tagged = tag(c, lambda _: pos).replace("\n", "\n    ")
     flagged = f"count {c.by(*at)} (\n    {tagged}\n  )"
     groups = c.r(R.mesh_positions)
     return "\n".join((

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.models import units as u
 
+from ..alerts.stragglers import over_baseline
 from ..config import seconds
 from ..contract import L, M, R
 from ..promql import number
@@ -35,20 +36,19 @@ def build(env) -> View:
     # dashboards.records, else computed here (the stragglers family records the ratio of the
     # straggling ranks only)
     mean, baseline = q.r(R.busy_mean, rank=True, stage=True), q.r(R.busy_baseline, stage=True)
-    stage_join = q.join((L.job_id, L.stage))
     if env.records:
         ratio = q.r(R.busy_ratio, rank=True, stage=True)
         peak = f"max_over_time({ratio}[{RANGE}] @ end())"
     else:
-        ratio = f"({mean}\n/ {stage_join}\n({baseline} > 0))"
+        ratio = f"({over_baseline(q.c, mean, baseline)})"
         # the rank's highest busy time of the range over its stage's highest baseline
-        peak = (f"max_over_time({mean}[{RANGE}] @ end())\n/ {stage_join}\n"
-                f"(max_over_time({baseline}[{RANGE}] @ end()) > 0)")
-    top = (f"topk({env.dash('heatmap_ranks')}, max {q.by(L.job_id, L.rank)} ({peak}))")
+        peak = over_baseline(q.c, f"max_over_time({mean}[{RANGE}] @ end())",
+                             f"max_over_time({baseline}[{RANGE}] @ end())")
+    top = f"topk({env.dash('heatmap_ranks')}, max {q.by(L.job_id, L.rank)} ({peak}))"
     # the heatmap's ranks chosen once for the range (@ end()); without the records only
     # theirs are divided by the baseline at each step, not every rank's (4x cheaper)
     heatmap = (f"{ratio}\nand {q.on(L.job_id, L.rank)}\n{top}" if env.records else
-               f"({mean}\nand {q.on(L.job_id, L.rank)}\n{top})\n/ {stage_join}\n({baseline} > 0)")
+               over_baseline(q.c, f"({mean}\nand {q.on(L.job_id, L.rank)}\n{top})", baseline))
     firing = q.m(M.ALERTS, match={L.alertstate: "firing"},
                  regex={L.alertname: "|".join(env.alerts)})
 

@@ -115,8 +115,10 @@ CASES = {
         [Never(P, end=31.5), At(35, P, (straggler(persistent, 3, 35),)),
          At(80, P, (straggler(persistent, 3, 80),)), Never(T),
          # the flag and the share exist for the straggling rank only, not as a 0 per rank;
-         # the flag is valued as the rank's ratio, above the threshold
-         Value(80, "job_rank:train_straggler:flag5m > bool 1.07", {SLOW3: 1}),
+         # the flag is valued as the rank's busy time over its stage's baseline
+         Value(80, "job_rank:train_straggler:flag5m == bool on (job_id, rank, stage, node) "
+                   "(job_rank:train_busy_seconds:mean5m / on (job_id, stage) group_left () "
+                   "job_stage:train_busy_seconds:baseline5m)", {SLOW3: 1}),
          Value(80, "job_rank:train_straggler:share30m", {f"job_rank:train_straggler:share30m{SLOW3}": 1})]),
     "one rank 10% slower from minute 30 fires Persistent for that rank within 10 minutes": Case(
         [ten], 60, [Never(P, end=32), At(40, P, (straggler(ten, 5, 40),)), Never(T)]),
