@@ -190,6 +190,8 @@ class Bench:
         for name in _GROUP_COUNTERS:
             out[name] = len(self.aligned_groups)
         out[M.nccl_communicator_ranks.key] = len(self.groups)
+        for name in _PEER_COUNTERS:  # Send and Recv with each neighbouring stage
+            out[name] = 4 * (self.pp - 1) / self.pp
         for name in _SIDECAR_HISTS:  # per host and (op, group)
             n = len(bounds(name)) + 2
             out[name + "_bucket"] = (n - 2) * len(self.collectives) / self.ranks_per_node
@@ -230,6 +232,9 @@ _HCAS = 8  # one InfiniBand HCA per GPU (rail-optimised hosts)
 # sidecar per host) the aligned collectives' skew and tail histograms and its own health.
 _PAIR_COUNTERS = (M.nccl_collective_bytes_total.key, M.nccl_collective_bus_bytes_total.key,
                   M.obsgen_nccl_collectives_unrecorded_total.key)
+# per rank, Send/Recv and peer (NCCL 2.30+): the pipeline's neighbouring stages
+_PEER_COUNTERS = (M.nccl_p2p_seconds_total.key, M.nccl_p2p_bytes_total.key,
+                  M.nccl_p2p_transfers_total.key)
 # per rank and group, every op of the group together, for the groups it aligns
 _GROUP_COUNTERS = (M.nccl_collective_aligned_total.key, M.nccl_collective_last_arrival_total.key)
 # The alignment counters as the sidecar published them before (per rank, op and group, for
@@ -560,6 +565,22 @@ class Writer:
                 for r in ranks:
                     self._emit(fh, name, f'{name}{{{labels[r]},{L.op.key}="{op}",'
                                          f'{L.group.key}="{group}"}}', tails)
+        mesh = b.sim.mesh
+        for name in _PEER_COUNTERS:
+            t = self._times(name)
+            per_step = {M.nccl_p2p_seconds_total.key: b.microbatches * 0.0002,
+                        M.nccl_p2p_bytes_total.key: b.microbatches * 2**21,
+                        M.nccl_p2p_transfers_total.key: b.microbatches}[name]
+            tails = self._steps_tail(t, per_step)
+            for r in ranks:
+                c = mesh.coords(r)
+                for stage in (c["pp"] - 1, c["pp"] + 1):
+                    if not 0 <= stage < b.pp:
+                        continue
+                    peer = mesh.rank_of(tp=c["tp"], cp=c["cp"], dp=c["dp"], pp=stage)
+                    for op in ("Send", "Recv"):
+                        self._emit(fh, name, f'{name}{{{labels[r]},{L.op.key}="{op}",'
+                                             f'{L.group.key}="pp",{L.peer.key}="{peer}"}}', tails)
         for name in BEFORE_PER_OP:
             if self.read is None or name not in self.read:
                 continue

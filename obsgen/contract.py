@@ -86,6 +86,8 @@ LABELS: dict[str, Label] = {
         Label("group", "parallel group of a collective: dp, tp, pp, ep, cp, fsdp (or another "
                        "name the job declares), unknown when neither the job's group map nor "
                        "a configured rule names it"),
+        Label("peer", "global rank of the other side of a Send or Recv (unknown until the NCCL "
+                      "sidecar can tell it; other beyond a rank's first 8 peers in a group)"),
         Label("expert", "index of a mixture-of-experts expert"),
         Label("UUID", "GPU UUID (GPU-...) as dcgm-exporter publishes it; joins GPU series to ranks"),
         Label("gpu", "GPU index on its host, as dcgm-exporter publishes it"),
@@ -127,6 +129,8 @@ _JROG = ("job_id", "rank", "op", "group", "node")
 # reads them by op, and per op they were one series per collective type of the group), and
 # name the host of the rank's records, so the late-arrival alert needs no join for it.
 _JRGN = ("job_id", "rank", "group", "node")
+# The point-to-point series of the sidecar name the peer's global rank too.
+_JROGP = ("job_id", "rank", "op", "group", "peer", "node")
 # Buckets of the NCCL sidecar's time histograms (duration, arrival skew, tail): 10 us .. 10 s,
 # 1-2.5-5 per decade. Kernel times below 10 us are launch overhead, not transfer.
 NCCL_SECONDS_BUCKETS = (1e-05, 2.5e-05, 5e-05, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
@@ -294,6 +298,17 @@ METRICS: dict[str, Metric] = {
                "aligned collectives: time after the last rank arrived (the last arrival's "
                "kernel time), the better estimate of transfer time",
                NCCL_EXPORTER, NCCL_SECONDS_BUCKETS),
+        Metric("nccl_p2p_seconds_total", COUNTER, _JROGP, "seconds",
+               "kernel time of the rank's Send or Recv with one peer, summed (the Inspector's "
+               "p2p_exec_time_us, NCCL 2.30+); peer is the peer's global rank, unknown until "
+               "the exporter can tell it, other beyond a rank's first 8 peers in a group",
+               NCCL_EXPORTER),
+        Metric("nccl_p2p_bytes_total", COUNTER, _JROGP, "bytes",
+               "message bytes of the rank's Send or Recv with one peer (p2p_msg_size_bytes)",
+               NCCL_EXPORTER),
+        Metric("nccl_p2p_transfers_total", COUNTER, _JROGP, "transfers",
+               "Send or Recv operations of the rank with one peer that the Inspector recorded",
+               NCCL_EXPORTER),
         Metric("nccl_communicator_ranks", GAUGE, ("job_id", "rank", "group", "node"), "count",
                "ranks in the communicator of this group the rank belongs to (smallest when "
                "the rank has several), labelled with the host its process runs on",
@@ -305,8 +320,13 @@ METRICS: dict[str, Metric] = {
                "off and never completed before the file was truncated or removed)",
                NCCL_EXPORTER),
         Metric("obsgen_nccl_collectives_unrecorded_total", COUNTER, _JROG, "collectives",
-               "collectives the Inspector wrote no record for (gaps in coll_sn: it writes only "
-               "the latest collective of a communicator per dump interval)",
+               "collectives the Inspector wrote no record for: gaps in coll_sn (Send/Recv: in "
+               "the communicator's p2p_sn, counted on the op that shows the gap). NCCL "
+               "2.28-2.29 write only the latest collective of a communicator per dump; 2.30+ "
+               "write every one from a ring of 1024 per communicator, so gaps are ring "
+               "overflow between dumps, collectives under NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES "
+               "(8192) and, with NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=1 (the default), ones "
+               "without GPU kernel timing",
                NCCL_EXPORTER),
         Metric("obsgen_nccl_alignment_incomplete_total", COUNTER, ("job_id", "group"),
                "collectives", "collectives whose alignment state expired before every rank's "

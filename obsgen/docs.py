@@ -3,6 +3,7 @@
 - ``docs/alerts.md``: every alert with its expression, ``for``, severity, team, and the
   config keys that change it;
 - ``docs/metrics.md``: the contract as configured, who emits each metric and what reads it;
+- ``docs/nccl.md``: the NCCL sidecar's version lines, settings and communicator names;
 - ``docs/runbooks/<Alert>.md``: what the alert means and the first three things to check
   (from the family docstring), the PromQL to look at, tuning and silencing.
 
@@ -210,6 +211,11 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
              "renames": [(f"{k} (label)" if k in p.labels else k, v)
                          for k, v in list(p.metrics.items()) + list(p.labels.items())]}
             for p in PRESETS.values()])
+    from .nccl.groups import COMM_NAMES
+    from .nccl.versions import FEATURES, SETTINGS
+    files["docs/nccl.md"] = env.get_template("nccl.md.j2").render(
+        header=header_md("obsgen/nccl/versions.py and obsgen/nccl/groups.py"),
+        features=FEATURES, settings=SETTINGS, names=sorted(COMM_NAMES.items()))
     files["docs/metrics.md"] = env.get_template("metrics.md.j2").render(
         header=header_md("obsgen/contract.py"), metrics=metrics, recorded=recorded,
         facts_interval=facts_interval(cfg))

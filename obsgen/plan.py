@@ -121,6 +121,10 @@ def plan(s: Shape, windows: dict[str, str] | None = None,
         source = SOURCES.get(m.emitter, "exporters")
         if not _optional(m, s) or (source == "NCCL sidecar" and not s.sidecar):
             continue
+        if L.peer.key in m.labels:  # per link between neighbouring stages of a pipeline,
+            n = 4 * (s.pp - 1) * (s.ranks // s.pp)  # each end's Send and Recv (NCCL 2.30+)
+            lines.append(Line(m.key, m.type, "job", n, n, source))
+            continue
         per = _fan_out(m, s) * (_buckets(m) + 2 if m.type == HISTOGRAM else 1)
         if m in (M.job_recovery_seconds, M.job_checkpoint_age_at_failure_seconds) or (
                 m in (M.train_grad_norm, M.train_loss) and not s.all_ranks_report_loss):

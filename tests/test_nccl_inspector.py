@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from obsgen.nccl import groups
 from obsgen.nccl.inspector import Malformed, bus_bytes, dumps, parse, parse_json
 
+from . import inspector_writer as w
+
 HEADER = {"id": "0x7f8c496ae9f661", "rank": 2, "n_ranks": 8, "nnodes": 1}
 META = {"inspector_output_format_version": "v4.0", "git_rev": "", "rec_mechanism":
         "nccl_profiler_interface", "dump_timestamp_us": 1748030377748202,
@@ -57,7 +59,18 @@ BAD = {
     "two records glued together": (line() + line(), "extra data"),
     "a JSON array": ("[1, 2]", "not a JSON object: list"),
     "no coll_perf": (json.dumps({"header": HEADER, "metadata": META}),
-                     "header, metadata and coll_perf must be objects"),
+                     "coll_perf or p2p_perf must be an object"),
+    "no metadata": (json.dumps({"header": HEADER, "coll_perf": PERF}),
+                    "header and metadata must be objects"),
+    "a P2P peer outside the communicator": (
+        w.p2p_line(cid="0xa", rank=0, n_ranks=2, peer=2), "p2p_perf.p2p_peer 2 is not below n_ranks 2"),
+    "a P2P line without its peer": (
+        w.p2p_line(cid="0xa", rank=0, n_ranks=2, peer=1).replace(',"p2p_peer":1', ""),
+        "p2p_perf.p2p_peer must be an integer >= 0"),
+    "a negative P2P size": (w.p2p_line(cid="0xa", rank=0, n_ranks=2, peer=1, size=-1),
+                            "p2p_perf.p2p_msg_size_bytes must be an integer >= 0"),
+    "a comm_name that is not a string": (line(header={"comm_name": 7}),
+                                         "header.comm_name must be a string"),
     "rank not below n_ranks": (line(header={"rank": 8}), "header.rank 8 is not below n_ranks 8"),
     "n_ranks zero": (line(header={"n_ranks": 0, "rank": 0}), "header.n_ranks must be an integer >= 1"),
     "rank as a string": (line(header={"rank": "2"}), "header.rank must be an integer >= 0"),
@@ -82,6 +95,49 @@ BAD = {
 }
 
 
+# One line of every kind each NCCL version line writes (tests/inspector_writer.py, from
+# the writers' code), and what the parser must read from it.
+WRITTEN = {
+    "2.28: a collective, no comm_name": (
+        w.coll_line(w.V228, cid=w.comm_id(0x7f8c496ae9f66123), rank=2, n_ranks=8, sn=1407,
+                    size=17179869184, exec_us=61974, algobw=277.210914, busbw=485.119099),
+        ("0x7f8c496ae9f661", 2, 8, "AllReduce", 1407, 61974.0, "kernel_gpu", 485.119099, None, -1)),
+    "2.29: a verbose collective": (
+        w.coll_line(w.V229, cid="0xe62dedaa97644a", rank=4, n_ranks=8, coll="ReduceScatter",
+                    sn=1231, exec_us=41057, busbw=366.134533, verbose=True),
+        ("0xe62dedaa97644a", 4, 8, "ReduceScatter", 1231, 41057.0, "kernel_gpu", 366.134533, None, -1)),
+    "2.29: a host-timed collective with NaN bandwidth": (
+        w.coll_line(w.V229, cid="0xa1", rank=0, n_ranks=2, timing="collective_cpu",
+                    algobw=float("nan"), busbw=float("nan")),
+        ("0xa1", 0, 2, "AllReduce", 1, 100.0, "collective_cpu", None, None, -1)),
+    "2.30: a collective with its communicator's name": (
+        w.coll_line(w.V230, cid="0xa2", rank=1, n_ranks=4, comm_name="TENSOR_MODEL_PARALLEL_GROUP:3"),
+        ("0xa2", 1, 4, "AllReduce", 1, 100.0, "kernel_gpu", 17.5, "TENSOR_MODEL_PARALLEL_GROUP:3", -1)),
+    "2.30: an unnamed communicator": (
+        w.coll_line(w.V230, cid="0xa3", rank=0, n_ranks=2),
+        ("0xa3", 0, 2, "AllReduce", 1, 100.0, "kernel_gpu", 17.5, "unknown", -1)),
+    "2.30: a name with a slash, escaped": (
+        w.coll_line(w.V230, cid="0xa3", rank=0, n_ranks=2, comm_name="dp/replica"),
+        ("0xa3", 0, 2, "AllReduce", 1, 100.0, "kernel_gpu", 17.5, "dp/replica", -1)),
+    "2.30: a Send": (
+        w.p2p_line(cid="0xb1", rank=0, n_ranks=2, peer=1, sn=7, size=33554432, exec_us=812,
+                   comm_name="PIPELINE_MODEL_PARALLEL_GROUP:5"),
+        ("0xb1", 0, 2, "Send", 7, 812.0, "kernel_gpu", 10.0, "PIPELINE_MODEL_PARALLEL_GROUP:5", 1)),
+    "2.30: a verbose Recv": (
+        w.p2p_line(cid="0xb1", rank=1, n_ranks=2, peer=0, op="Recv", sn=8, verbose=True),
+        ("0xb1", 1, 2, "Recv", 8, 100.0, "kernel_gpu", 10.0, "unknown", 0)),
+}
+
+
+@pytest.mark.parametrize("case", WRITTEN, ids=list(WRITTEN))
+def test_every_kind_of_line_each_nccl_version_writes_is_read(case):
+    text, want = WRITTEN[case]
+    r = parse(text.encode())
+    assert (r.comm, r.comm_rank, r.n_ranks, r.op, r.sn, r.exec_us, r.timing, r.busbw,
+            r.comm_name, r.peer) == want
+    assert parse_json(text) == r
+
+
 @pytest.mark.parametrize("case", BAD, ids=list(BAD))
 def test_malformed_lines_are_refused_with_the_reason(case):
     text, reason = BAD[case]
@@ -94,7 +150,7 @@ VERBOSE = line(event_trace_sn={"coll_start_sn": 1, "coll_stop_sn": 2, "kernel_ev
                event_trace_ts={"coll_start_ts": 1752867229235059, "kernel_events": [
                    {"channel_id": 0, "kernel_start_ts": 1, "kernel_stop_ts": 2}]})
 BASES = [line(), VERBOSE, line(coll_timing_source=DROP, coll_busbw_gbs="nan", coll_algobw_gbs="nan"),
-         line(coll_exec_time_us=61974.25, coll_busbw_gbs=485)]
+         line(coll_exec_time_us=61974.25, coll_busbw_gbs=485)] + [text for text, _ in WRITTEN.values()]
 # values where JSON decoders are known to differ, or that sit on a check's edge
 ODD_VALUES = ["18446744073709551616", "18446744073709551615", "9223372036854775808",
               "-9223372036854775809", "1" * 310, "1e400", "-1e400", "1e-400", "NaN", "Infinity",
@@ -203,15 +259,73 @@ def test_an_inconsistent_group_map_is_refused_and_nothing_is_written(case, tmp_p
 
 
 @pytest.mark.parametrize("text,ok", [("tp:n_ranks=8,nnodes=1", True), ("dp:nnodes=4", True),
+                                     ("tp:comm_name=tensor*", True),
                                      ("tp", False), ("tp:n_ranks=0", False), ("tp:ranks=8", False),
-                                     ("unknown:n_ranks=2", False)])
+                                     ("unknown:n_ranks=2", False), ("tp:comm_name=", False)])
 def test_group_rules(text, ok):
     if ok:
         rule = groups.Rule.parse(text)
-        assert rule.matches(8, 1) == (text != "dp:nnodes=4")
+        assert rule.matches(8, 1, "tensor_parallel") == (text != "dp:nnodes=4")
+        assert rule.matches(8, 1, "other") == (text == "tp:n_ranks=8,nnodes=1")
     else:
         with pytest.raises(groups.GroupMapError):
             groups.Rule.parse(text)
+
+
+COMM_NAMES = {
+    "Megatron's tensor-parallel group, as PyTorch passes it (desc:name)": ("TENSOR_MODEL_PARALLEL_GROUP:5", "tp"),
+    "Megatron's pipeline group, description only": ("PIPELINE_MODEL_PARALLEL_GROUP", "pp"),
+    "Megatron's gradient group with context parallelism": ("DATA_PARALLEL_GROUP_WITH_CP:12", "dp"),
+    "Megatron's hierarchical data-parallel level": ("HIERARCHICAL_DATA_PARALLEL_GROUP_WITH_CP_L1:40", "dp"),
+    "Megatron's expert-parallel group": ("EXPERT_MODEL_PARALLEL_GROUP:9", "ep"),
+    "Megatron's expert data-parallel group is not the dense dp": ("EXPERT_DATA_PARALLEL_GROUP:10", "edp"),
+    "Megatron's context-parallel group": ("CONTEXT_PARALLEL_GROUP:7", "cp"),
+    "a DeviceMesh dimension named tp": ("mesh_tp:3", "tp"),
+    "a DeviceMesh FSDP shard dimension": ("mesh_dp_shard:2", "fsdp"),
+    "the default process group": ("default_pg:0", "world"),
+    "a communicator created without a name": ("unknown", "unknown"),
+    "a name the table does not know": ("my_group", "unknown"),
+}
+
+
+@pytest.mark.parametrize("case", COMM_NAMES, ids=list(COMM_NAMES))
+def test_a_communicator_name_names_its_group(case):
+    name, group = COMM_NAMES[case]
+    assert groups.Resolver().group("0xa", "h", 1, 0, 4, 1, name) == group
+
+
+def test_a_group_map_and_a_rule_override_the_communicators_name():
+    res = groups.Resolver(rules=[groups.Rule.parse("pp:comm_name=TENSOR_MODEL_PARALLEL_GROUP*")])
+    assert res.group("0xa", "h", 1, 0, 4, 1, "TENSOR_MODEL_PARALLEL_GROUP:5") == "pp"
+    res.add_map(groups.ProcessMap("h", 1, 0, 4, None, (("dp", (0, 1, 2, 3), "0xb"),)))
+    assert res.group("0xb", "h", 1, 0, 4, 1, "TENSOR_MODEL_PARALLEL_GROUP:5") == "dp"
+
+
+def test_a_group_map_may_give_the_full_hash_or_the_14_digits_the_inspector_writes(tmp_path):
+    written = w.comm_id(0x7f8c496ae9f66123)
+    assert written == "0x7f8c496ae9f661"
+    for given_id in ("0x7f8c496ae9f66123", "0x7f8c496ae9f661", "0x7F8C496AE9F66123"):
+        res = groups.Resolver()
+        res.add_map(groups.ProcessMap("h", 1, 0, 4, None, (("dp", (0, 2), given_id.lower()),)))
+        assert res.group(written, "other", 9, 0, 2, 1) == "dp", given_id
+    assert groups.comm_key("0x0000abc") == "0xabc"  # %lx writes no leading zeros
+    path = groups.write_group_map(tmp_path, rank=0, world_size=2, hostname="h", pid=1,
+                                  groups={"dp": {"ranks": [0, 1], "comm_id": "0x7F8C496AE9F66123"}})
+    res = groups.Resolver()
+    res.add_map(groups.read_group_map(path))
+    assert res.group(written, "other", 9, 0, 2, 1) == "dp"
+
+
+def test_a_peer_is_named_by_its_global_rank_from_the_map_or_its_own_records():
+    res = groups.Resolver()
+    res.add_map(groups.ProcessMap("h", 1, 3, 8, None, (("pp", (3, 7), "0xc"),)))
+    assert res.peer("0xc", 1) == "7"  # the map's members, in comm-rank order
+    res = groups.Resolver(world_size=8)
+    assert res.peer("0xd", 1) == groups.UNKNOWN  # nothing seen yet
+    res.group("0xd", "h7", 7, 1, 2, 1)  # the peer's own record in the communicator
+    assert res.peer("0xd", 1) == groups.UNKNOWN  # its global rank is not known yet
+    res.rank("h7", 7, 7, 8)  # it is rank 7 of the 8-rank world communicator
+    assert res.peer("0xd", 1) == "7"
 
 
 def _map(rank, world, **gs):

@@ -26,6 +26,8 @@ def build(env) -> View:
     p2p = (f"sum {q.by(L.job_id, L.op)} "
            f"({q.rate(M.nccl_collective_duration_seconds, '_sum', rank=True, match={L.group: PP})})")
     stage = "stage {{%s}}" % q.stage
+    by_peer = (f"sum {q.by(L.job_id, L.rank, L.op, L.peer)} "
+               f"({q.rate(M.nccl_p2p_seconds_total, rank=True, match={L.group: PP})})")
 
     stages = Row("Stages", (
         Panel(TIMESERIES, "Forward and backward time per stage", "Mean busy time per step of "
@@ -57,6 +59,13 @@ def build(env) -> View:
               u.Seconds,
               (Query(f"{p2p}\n/ {q.join(job)}\n({steps} > 0)",
                      "{{%s}}" % q.c.l(L.op)),), min=0),
+        Panel(TIMESERIES, "Send/recv time by peer", "Share of time each selected rank spends "
+              "in pipeline Send and Recv with each peer, from the NCCL sidecar (NCCL 2.30+; "
+              "the peer is its global rank where the group map names it). Healthy: the "
+              "ranks of a stage alike; one rank's Recv from a peer far above its neighbours' "
+              "points at that peer's stage.", u.PercentUnit,
+              (Query(by_peer, "rank {{%s}} {{%s}} peer {{%s}}" % (
+                  q.c.l(L.rank), q.c.l(L.op), q.c.l(L.peer))),), min=0),
     ))
     return View(KEY, "PP", "Pipeline parallel: forward/backward time per stage, observed vs "
                 "theoretical bubble, microbatches per step.", __name__.replace(".", "/") + ".py",

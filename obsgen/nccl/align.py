@@ -77,7 +77,7 @@ class Aligner:
         this record completes it. Groups of collectives evicted to stay within
         ``max_records`` go to ``expired``."""
         now = self.now
-        comm, comm_rank, n, _, _, _, op, sn, _, exec_us, _, _ = rec  # unpacked once
+        comm, comm_rank, n, _, _, _, op, sn, _, exec_us, _, _, _, _ = rec  # unpacked once
         m = self.members.get(comm)
         if m is None or m.n != n:
             m = self.members[comm] = _Members(n, now)

@@ -73,14 +73,20 @@ class _Op:
         self.series, self.bus_factor, self.last_sn = series, bus_factor, last_sn
 
 
+# The sequence-number key of a stream's Send and Recv records: the Inspector numbers a
+# communicator's point-to-point operations with one counter (p2p_sn), both directions.
+P2P_SN = "p2p"
+
+
 class _Stream:
     """The records of one process in one communicator, with their labels resolved once
     (again when the resolver learns something new)."""
-    __slots__ = ("rank", "group", "version", "ops")
+    __slots__ = ("rank", "group", "version", "ops", "peers")
 
     def __init__(self, rank: str, group: str, version: int):
         self.rank, self.group, self.version = rank, group, version
         self.ops: dict[str, _Op] = {}
+        self.peers: dict[tuple[str, int], object] = {}  # (op, comm rank) -> peer series
 
 
 class Exporter:
@@ -198,7 +204,8 @@ class Exporter:
     def _stream(self, rec, key) -> _Stream:
         res = self.resolver
         rank = res.rank(rec.hostname, rec.pid, rec.comm_rank, rec.n_ranks)
-        group = res.group(rec.comm, rec.hostname, rec.pid, rec.comm_rank, rec.n_ranks, rec.nnodes)
+        group = res.group(rec.comm, rec.hostname, rec.pid, rec.comm_rank, rec.n_ranks, rec.nnodes,
+                          rec.comm_name)
         old = self._streams.get(key)
         s = self._streams[key] = _Stream(rank, group, res.version)
         if old is not None:  # labels changed: keep the sequence numbers
@@ -216,7 +223,7 @@ class Exporter:
             self.store.parse_errors += 1
             return
         self._job_fixed = True
-        comm, _, n_ranks, _, host, pid, op, sn, size, exec_us, timing, busbw = rec  # once
+        comm, _, n_ranks, _, host, pid, op, sn, size, exec_us, timing, busbw, _, peer = rec
         key = (host, pid, comm)
         s = self._streams.get(key)
         if s is None or s.version != self.resolver.version:
@@ -225,17 +232,36 @@ class Exporter:
         if o is None:
             o = s.ops[op] = _Op(self.store.series(s.rank, op, s.group), bus_bytes(op, 1, n_ranks),
                                 self._saved_sn.pop((*key, op), None))
-        gap, last = 0, o.last_sn
+        seq = o
+        if peer >= 0:  # Send or Recv (2.30+): one sequence for both
+            seq = s.ops.get(P2P_SN)
+            if seq is None:
+                seq = s.ops[P2P_SN] = _Op(None, 0.0, self._saved_sn.pop((*key, P2P_SN), None))
+        gap, last = 0, seq.last_sn
         if last is None or sn > last:
             if last is not None:
                 gap = sn - last - 1
-            o.last_sn = sn
+            seq.last_sn = sn
         self.store.record(o.series, exec_us, size, size * o.bus_factor, busbw, gap)
-        if n_ranks > 1 and op in SYMMETRIC and timing in KERNEL_TIMING:
+        if peer >= 0:
+            self._p2p(s, comm, op, peer, exec_us, size)
+        elif n_ranks > 1 and op in SYMMETRIC and timing in KERNEL_TIMING:
             done = self.aligner.add(rec, s.rank, s.group, expired)
             if done is not None:
                 self.store.aligned(done.op, done.group, done.ranks, done.last, done.skew_s,
                                    done.tail_s)
+
+    def _p2p(self, s: _Stream, comm: str, op: str, peer: int, exec_us: float, size: int) -> None:
+        """A Send or Recv into the series of its peer; a peer whose global rank is not known
+        yet is looked up again on its next record."""
+        pk = (op, peer)
+        ps = s.peers.get(pk)
+        if ps is None:
+            label = self.resolver.peer(comm, peer)
+            ps = self.store.peer_series(s.rank, op, s.group, label)
+            if label != UNKNOWN:
+                s.peers[pk] = ps
+        ps.add(exec_us, size)
 
     def step(self, budget: float = 0.5) -> int:
         """One poll: group maps, then new lines until none is left or ``budget`` seconds
@@ -310,9 +336,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group-map-dir", help="where the job writes obsgen-groups-*.json "
                    "(default: the dump directory)")
     p.add_argument("--group-rule", type=_rule, action="append", default=[],
-                   metavar="NAME:n_ranks=N[,nnodes=M]",
-                   help="name communicators of this shape when no group map does (repeatable; "
-                   "first match wins)")
+                   metavar="NAME:n_ranks=N[,nnodes=M][,comm_name=GLOB]",
+                   help="name communicators of this shape or NCCL name when no group map does, "
+                   "before the built-in names (repeatable; first match wins)")
     p.add_argument("--world-size", type=_positive(int),
                    help="a communicator of this size gives a process's global rank")
     p.add_argument("--state-file", help=f"offsets and counters (default: DUMP_DIR/{STATE_NAME})")

@@ -41,8 +41,33 @@ Naming a communicator (``Resolver``)
    spans that many hosts (counted from the hostnames in the group maps of all its
    members): TP within a node and DP across nodes are told apart from rank 0's first
    record. Otherwise it is not decided yet.
-3. ``--group-rule NAME:n_ranks=N[,nnodes=M]``: the first rule whose conditions all hold.
-4. ``unknown``.
+3. ``--group-rule NAME:COND[,COND...]``: the first rule whose conditions all hold, with
+   conditions ``n_ranks=N``, ``nnodes=M`` and ``comm_name=GLOB`` (a shell pattern on the
+   communicator's name, e.g. ``tp:comm_name=tensor_parallel*``).
+4. The communicator's name (``header.comm_name``, NCCL 2.30+), by ``COMM_NAMES``: see
+   below.
+5. ``unknown``.
+
+Communicator ids
+----------------
+The Inspector prints the communicator hash with ``snprintf(buf, 17, "0x%lx", hash)``: at
+most 14 hex digits survive, so hash ``0x7f8c496ae9f66123`` is written
+``0x7f8c496ae9f661``. A group map may give either form (NCCL's own logs and
+``ncclCommGetUniqueHash`` print all 16): ids are compared by ``comm_key``, the written
+form.
+
+Communicator names
+------------------
+Since NCCL 2.30 every record's header carries ``comm_name``, the name the communicator
+was created with (``ncclConfig_t.commName``), or ``unknown`` when it was given none.
+PyTorch sets it from the process group (``"<group_desc>:<group_name>"``, or a name set
+through ``ProcessGroupNCCL.Options().config.comm_name``) in versions that pass it;
+Megatron-LM describes each group it creates (``group_desc=...`` in
+``megatron/core/parallel_state.py``), and ``torch.distributed.DeviceMesh`` describes a
+mesh dimension's group as ``mesh_<dim name>``. The part before the first ``:`` is looked
+up, case-insensitively, in ``COMM_NAMES``; Megatron's ``HIERARCHICAL_<desc>_L<n>`` groups
+take the group of ``<desc>``. A name not in the table (``unknown`` included) leaves the
+communicator to the last step. The table is printed in docs/nccl.md.
 
 A process's global rank comes from its group map, else from a communicator whose size is
 the world size (its comm rank is then the global rank), else it is ``unknown``.
@@ -52,6 +77,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from fnmatch import fnmatchcase
 import socket
 import tempfile
 from dataclasses import dataclass, field
@@ -66,6 +92,65 @@ MAP_LIMIT = 16 << 20  # bytes of a group map read at most (one process's groups)
 UNKNOWN = "unknown"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 COMM_RE = re.compile(r"^0x[0-9a-f]{1,16}$")
+COMM_DIGITS = 14  # hex digits of a communicator id the Inspector writes (17-byte buffer)
+
+# Communicator names (the part before ':', upper-cased) -> group label. Megatron-LM's
+# group descriptions (megatron/core/parallel_state.py), then DeviceMesh's mesh_<dim> for
+# the dimension names torchtitan and the DeviceMesh docs use. The groups the rules read
+# are dp, tp, pp, ep, cp and fsdp; the rest name Megatron's composite groups so their
+# traffic is not "unknown" on the dashboards.
+COMM_NAMES: dict[str, str] = {
+    "TENSOR_MODEL_PARALLEL_GROUP": "tp",
+    "PIPELINE_MODEL_PARALLEL_GROUP": "pp",
+    "DATA_PARALLEL_GROUP": "dp",
+    "DATA_PARALLEL_GROUP_WITH_CP": "dp",
+    "INTRA_PARTIAL_DATA_PARALLEL_GROUP_WITH_CP": "dp",
+    "INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP": "dp",
+    "DATA_PARALLEL_GROUP_WITH_CP_AG": "dp",
+    "CONTEXT_PARALLEL_GROUP": "cp",
+    "EXPERT_MODEL_PARALLEL_GROUP": "ep",
+    "EXPERT_DATA_PARALLEL_GROUP": "edp",
+    "EXPERT_DATA_PARALLEL_GROUP_AG": "edp",
+    "EXPERT_TENSOR_PARALLEL_GROUP": "etp",
+    "EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP": "etp_ep",
+    "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP": "etp_ep_pp",
+    "MODEL_PARALLEL_GROUP": "mp",
+    "TENSOR_AND_DATA_PARALLEL_GROUP": "tp_dp",
+    "TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP": "tp_dp",
+    "TENSOR_AND_CONTEXT_PARALLEL_GROUP": "tp_cp",
+    "EMBEDDING_GROUP": "embd",
+    "POSITION_EMBEDDING_GROUP": "embd",
+    "DEFAULT_PG": "world",
+    "MESH_TP": "tp",
+    "MESH_PP": "pp",
+    "MESH_CP": "cp",
+    "MESH_EP": "ep",
+    "MESH_DP": "dp",
+    "MESH_DP_REPLICATE": "dp",
+    "MESH_DP_SHARD": "fsdp",
+    "MESH_FSDP": "fsdp",
+}
+_HIERARCHICAL = re.compile(r"^HIERARCHICAL_(.+)_L[0-9]+$")
+
+
+def comm_key(comm_id: str) -> str:
+    """A communicator id in the form the Inspector writes it (``0x`` and at most 14 hex
+    digits, lower case, no leading zeros): the written form itself, or the full hash."""
+    try:
+        return "0x%s" % format(int(comm_id, 16), "x")[:COMM_DIGITS]
+    except ValueError:
+        return comm_id
+
+
+def group_of_name(comm_name: str | None) -> str | None:
+    """The group ``COMM_NAMES`` gives a communicator name, else None."""
+    if not comm_name:
+        return None
+    desc = comm_name.partition(":")[0].strip().upper()
+    hier = _HIERARCHICAL.match(desc)
+    if hier:
+        desc = hier.group(1)
+    return COMM_NAMES.get(desc)
 
 
 class GroupMapError(ValueError):
@@ -98,9 +183,10 @@ def _check(rank: int, world_size: int, groups: Mapping) -> list[dict]:
                                 f"[0, {world_size}), got {ranks!r}")
         if rank not in ranks:
             raise GroupMapError(f"group {name}: rank {rank} is not one of its ranks {ranks}")
-        if comm_id is not None and (not isinstance(comm_id, str) or not COMM_RE.match(comm_id)):
-            raise GroupMapError(f"group {name}: comm_id must look like 0x7f8c496ae9f661, "
-                                f"got {comm_id!r}")
+        if comm_id is not None and (not isinstance(comm_id, str)
+                                    or not COMM_RE.match(comm_id.lower())):
+            raise GroupMapError(f"group {name}: comm_id must look like 0x7f8c496ae9f661 (the "
+                                f"Inspector's 14 digits) or 0x7f8c496ae9f66123, got {comm_id!r}")
         out.append({"group": name, "ranks": ranks, "comm_id": comm_id})
     return out
 
@@ -167,28 +253,36 @@ def read_group_map(path: str | os.PathLike) -> ProcessMap:
 
 @dataclass(frozen=True)
 class Rule:
-    """``NAME:n_ranks=N[,nnodes=M]``: communicators of that shape belong to group NAME."""
+    """``NAME:COND[,COND...]`` with conditions ``n_ranks=N``, ``nnodes=M`` and
+    ``comm_name=GLOB``: communicators that meet them all belong to group NAME."""
     group: str
     n_ranks: int | None = None
     nnodes: int | None = None
+    comm_name: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> "Rule":
         name, sep, conds = text.partition(":")
         if not sep or not NAME_RE.match(name) or name == UNKNOWN:
-            raise GroupMapError(f"group rule {text!r}: expected NAME:n_ranks=N[,nnodes=M]")
-        values: dict[str, int] = {}
+            raise GroupMapError(f"group rule {text!r}: expected NAME:n_ranks=N[,nnodes=M]"
+                                "[,comm_name=GLOB]")
+        values: dict = {}
         for cond in conds.split(","):
             key, eq, val = cond.strip().partition("=")
-            if key not in ("n_ranks", "nnodes") or not eq or not val.isdigit() or int(val) < 1:
+            if key == "comm_name" and eq and val:
+                values[key] = val
+            elif key in ("n_ranks", "nnodes") and eq and val.isdigit() and int(val) >= 1:
+                values[key] = int(val)
+            else:
                 raise GroupMapError(f"group rule {text!r}: condition {cond!r} is not "
-                                    "n_ranks=N or nnodes=N with N >= 1")
-            values[key] = int(val)
+                                    "n_ranks=N or nnodes=N with N >= 1, or comm_name=GLOB")
         return cls(name, **values)
 
-    def matches(self, n_ranks: int, nnodes: int) -> bool:
+    def matches(self, n_ranks: int, nnodes: int, comm_name: str | None = None) -> bool:
         return ((self.n_ranks is None or self.n_ranks == n_ranks)
-                and (self.nnodes is None or self.nnodes == nnodes))
+                and (self.nnodes is None or self.nnodes == nnodes)
+                and (self.comm_name is None
+                     or (comm_name is not None and fnmatchcase(comm_name, self.comm_name))))
 
 
 @dataclass
@@ -197,6 +291,7 @@ class _Comm:
     nnodes: int
     ranks: dict[tuple[str, int], int] = field(default_factory=dict)  # process -> comm rank
     group: str | None = None  # decided by a unique membership match
+    members: tuple[int, ...] | None = None  # global ranks in comm-rank order, when known
 
 
 class Resolver:
@@ -207,7 +302,7 @@ class Resolver:
         self.rules = tuple(rules)
         self.world_size = world_size
         self.maps: dict[tuple[str, int], ProcessMap] = {}
-        self._by_comm_id: dict[str, str] = {}
+        self._by_comm_id: dict[str, tuple[str, tuple[int, ...]]] = {}  # comm_key -> group
         self._comms: dict[str, _Comm] = {}
         self._learned_rank: dict[tuple[str, int], int] = {}
         self._host_of_rank: dict[int, str] = {}  # global rank -> hostname, from the maps
@@ -216,9 +311,9 @@ class Resolver:
     def add_map(self, pm: ProcessMap) -> None:
         self.maps[(pm.hostname, pm.pid)] = pm
         self._host_of_rank[pm.rank] = pm.hostname
-        for name, _, comm_id in pm.groups:
+        for name, ranks, comm_id in pm.groups:
             if comm_id:
-                self._by_comm_id[comm_id] = name
+                self._by_comm_id[comm_key(comm_id)] = (name, ranks)
         for comm in self._comms.values():  # communicators seen before this map arrived
             if comm.group is None:
                 self._match(comm)
@@ -264,25 +359,41 @@ class Resolver:
                     candidates = spans
         if candidates is not None and len(candidates) == 1:
             comm.group = next(iter(candidates))
+            comm.members = members[comm.group]
             self.version += 1
 
     def group(self, comm_id: str, hostname: str, pid: int, comm_rank: int, n_ranks: int,
-              nnodes: int) -> str:
+              nnodes: int, comm_name: str | None = None) -> str:
         """Group label of a communicator, seen from one process's record."""
-        explicit = self._by_comm_id.get(comm_id)
+        explicit = self._by_comm_id.get(comm_key(comm_id))
         if explicit is not None:
-            return explicit
+            return explicit[0]
         comm = self._comms.get(comm_id)
         if comm is None:
             comm = self._comms[comm_id] = _Comm(n_ranks, nnodes)
-        if comm.group is None:
-            proc = (hostname, pid)
-            if proc not in comm.ranks and comm_rank < comm.n_ranks:
-                comm.ranks[proc] = comm_rank
+        proc = (hostname, pid)
+        if proc not in comm.ranks and comm_rank < comm.n_ranks:
+            comm.ranks[proc] = comm_rank
+            if comm.group is None:
                 self._match(comm)
         if comm.group is not None:
             return comm.group
         for rule in self.rules:
-            if rule.matches(n_ranks, nnodes):
+            if rule.matches(n_ranks, nnodes, comm_name):
                 return rule.group
+        return group_of_name(comm_name) or UNKNOWN
+
+    def peer(self, comm_id: str, peer: int) -> str:
+        """Global rank of the process at comm rank ``peer`` of a communicator, as a label
+        value: from the group map that names the communicator, else from the peer's own
+        records in it (its global rank known), else ``unknown``."""
+        explicit = self._by_comm_id.get(comm_key(comm_id))
+        comm = self._comms.get(comm_id)
+        members = explicit[1] if explicit is not None else comm.members if comm else None
+        if members is not None and peer < len(members):
+            return str(members[peer])
+        if comm is not None:
+            for (host, pid), r in comm.ranks.items():
+                if r == peer:
+                    return self.rank(host, pid, r, comm.n_ranks)
         return UNKNOWN

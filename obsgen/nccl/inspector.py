@@ -36,6 +36,8 @@ class Record(NamedTuple):
     exec_us: float  # coll_exec_time_us
     timing: str | None  # coll_timing_source, None when absent
     busbw: float | None  # GB/s, None when absent or NaN
+    comm_name: str | None  # header.comm_name (2.30+), None when absent
+    peer: int  # p2p_peer, the peer's rank in the communicator; -1 for a collective
 
 
 _MAX_FLOAT = int(sys.float_info.max)
@@ -76,11 +78,11 @@ def _str(obj: dict, key: str, where: str) -> str:
     return v
 
 
-def _bandwidth(v) -> float | None:
+def _bandwidth(v, where: str) -> float | None:
     if v is None or v == "nan":
         return None
     if not _finite(v) or v < 0:
-        raise Malformed(f"coll_perf.coll_busbw_gbs must be a number or \"nan\", got {_short(v)}")
+        raise Malformed(f"{where} must be a number or \"nan\", got {_short(v)}")
     return float(v)
 
 
@@ -131,46 +133,69 @@ def parse_json(line: bytes | str) -> Record:
 def _record(doc) -> Record | None:
     """The Record of a decoded line whose fields pass the inline checks, else None."""
     try:
-        h, m, p = doc["header"], doc["metadata"], doc["coll_perf"]
-        comm, rank, n, nnodes = h["id"], h["rank"], h["n_ranks"], h["nnodes"]
+        h, m = doc["header"], doc["metadata"]
+        comm, rank, n, nnodes, name = h["id"], h["rank"], h["n_ranks"], h["nnodes"], h.get("comm_name")
         host, pid = m["hostname"], m["pid"]
-        op, sn, size, ex = p["coll"], p["coll_sn"], p["coll_msg_size_bytes"], p["coll_exec_time_us"]
-        timing, bw = p.get("coll_timing_source"), p.get("coll_busbw_gbs")
+        p = doc.get("coll_perf")
+        if p is not None:
+            op, sn, size, ex = p["coll"], p["coll_sn"], p["coll_msg_size_bytes"], p["coll_exec_time_us"]
+            timing, bw, peer = p.get("coll_timing_source"), p.get("coll_busbw_gbs"), -1
+        else:
+            p = doc["p2p_perf"]
+            op, sn, size, ex = p["p2p"], p["p2p_sn"], p["p2p_msg_size_bytes"], p["p2p_exec_time_us"]
+            timing, bw, peer = p.get("p2p_timing_source"), p.get("p2p_busbw_gbs"), p["p2p_peer"]
+            if type(peer) is not int or not 0 <= peer < n:
+                return None
     except (KeyError, TypeError, AttributeError, IndexError):
         return None
     if (type(rank) is int and type(n) is int and type(nnodes) is int and type(pid) is int
             and type(sn) is int and type(size) is int and 0 <= rank < n and nnodes >= 1
             and pid >= 0 and sn >= 0 and size >= 0 and type(comm) is str and comm
             and type(host) is str and host and type(op) is str and op
+            and (name is None or type(name) is str)
             and ((type(ex) is float and 0 <= ex < _INF) or (type(ex) is int and 0 <= ex <= _MAX_FLOAT))
             and (timing is None or type(timing) is str)
             and (bw is None or (type(bw) is float and 0 <= bw < _INF) or bw == "nan"
                  or (type(bw) is int and 0 <= bw <= _MAX_FLOAT))):
         return _new(Record, (comm, rank, n, nnodes, host, pid, op, sn, size, float(ex), timing,
-                             None if bw is None or bw == "nan" else float(bw)))
+                             None if bw is None or bw == "nan" else float(bw), name, peer))
     return None
 
 
 def _parse_checked(doc) -> Record:
     if type(doc) is not dict:
         raise Malformed(f"not a JSON object: {type(doc).__name__}")
-    header, meta, perf = doc.get("header"), doc.get("metadata"), doc.get("coll_perf")
-    if type(header) is not dict or type(meta) is not dict or type(perf) is not dict:
-        raise Malformed("header, metadata and coll_perf must be objects")
+    header, meta = doc.get("header"), doc.get("metadata")
+    if type(header) is not dict or type(meta) is not dict:
+        raise Malformed("header and metadata must be objects")
+    perf, kind = doc.get("coll_perf"), "coll"
+    if perf is None:
+        perf, kind = doc.get("p2p_perf"), "p2p"
+    if type(perf) is not dict:
+        raise Malformed("coll_perf or p2p_perf must be an object")
+    where = kind + "_perf"
     n_ranks = _int(header, "n_ranks", "header", 1)
     rank = _int(header, "rank", "header")
     if rank >= n_ranks:
         raise Malformed(f"header.rank {rank} is not below n_ranks {n_ranks}")
     comm = _str(header, "id", "header")
-    timing = perf.get("coll_timing_source")
+    name = header.get("comm_name")
+    if name is not None and type(name) is not str:
+        raise Malformed(f"header.comm_name must be a string, got {_short(name)}")
+    peer = -1
+    if kind == "p2p":
+        peer = _int(perf, "p2p_peer", where)
+        if peer >= n_ranks:
+            raise Malformed(f"p2p_perf.p2p_peer {peer} is not below n_ranks {n_ranks}")
+    timing = perf.get(kind + "_timing_source")
     if timing is not None and type(timing) is not str:
-        raise Malformed(f"coll_perf.coll_timing_source must be a string, got {_short(timing)}")
+        raise Malformed(f"{where}.{kind}_timing_source must be a string, got {_short(timing)}")
     return Record(
         comm, rank, n_ranks, _int(header, "nnodes", "header", 1),
         _str(meta, "hostname", "metadata"), _int(meta, "pid", "metadata"),
-        _str(perf, "coll", "coll_perf"), _int(perf, "coll_sn", "coll_perf"),
-        _int(perf, "coll_msg_size_bytes", "coll_perf"), _num(perf, "coll_exec_time_us", "coll_perf"),
-        timing, _bandwidth(perf.get("coll_busbw_gbs")))
+        _str(perf, kind, where), _int(perf, kind + "_sn", where),
+        _int(perf, kind + "_msg_size_bytes", where), _num(perf, kind + "_exec_time_us", where),
+        timing, _bandwidth(perf.get(kind + "_busbw_gbs"), f"{where}.{kind}_busbw_gbs"), name, peer)
 
 
 def bus_bytes(op: str, size: int, n_ranks: int) -> float:
@@ -183,8 +208,8 @@ def bus_bytes(op: str, size: int, n_ranks: int) -> float:
     return float(size)
 
 
-def dumps(header: dict, metadata: dict, coll_perf: dict) -> str:
-    """A record line as the Inspector writes it (compact JSON, no newline); for tests,
-    benchmarks and the synthetic job."""
-    return json.dumps({"header": header, "metadata": metadata, "coll_perf": coll_perf},
+def dumps(header: dict, metadata: dict, perf: dict, key: str = "coll_perf") -> str:
+    """A record line as the Inspector writes it (compact JSON, no newline; ``key`` is
+    ``coll_perf`` or, 2.30+, ``p2p_perf``); for tests, benchmarks and the synthetic job."""
+    return json.dumps({"header": header, "metadata": metadata, key: perf},
                       separators=(",", ":"))

@@ -59,6 +59,27 @@ class _Aligned:
         self.last = last
 
 
+class _PerPeer:
+    """Send or Recv of one (rank, op, group, peer, node): kernel seconds, bytes, transfers."""
+    __slots__ = ("seconds", "bytes", "transfers")
+
+    def __init__(self, seconds: float = 0.0, nbytes: float = 0.0, transfers: int = 0):
+        self.seconds, self.bytes, self.transfers = seconds, nbytes, transfers
+
+    def add(self, exec_us: float, size: int) -> None:
+        self.seconds += exec_us * 1e-6
+        self.bytes += size
+        self.transfers += 1
+
+
+# Peers with their own series per (rank, op, group); the rest are counted as peer="other".
+# A pipeline stage has two neighbours (more with an interleaved schedule); an all-to-all
+# that NCCL runs as grouped Send/Recv has one peer per member, which must not multiply
+# the series by the group's size.
+MAX_PEERS = 8
+OTHER = "other"
+
+
 class _PerGroup:
     __slots__ = ("skew", "tail")
 
@@ -81,6 +102,8 @@ class Store:
         self.nodes: dict[str, str] = {}  # rank -> the host its records name
         self.groups: dict[tuple[str, str], _PerGroup] = {}  # (op, group)
         self.comm_ranks: dict[tuple[str, str, str], int] = {}  # (rank, group, node) -> n
+        self.peers: dict[tuple[str, str, str, str, str], _PerPeer] = {}  # (rank, op, group, peer, node)
+        self._peer_count: dict[tuple[str, str, str, str], int] = {}  # (rank, op, group, node)
         self.records = 0
         self.parse_errors = 0
         self.incomplete: dict[str, int] = {}  # group -> collectives
@@ -92,6 +115,21 @@ class Store:
         s = self.ranks.get(key)
         if s is None:
             s = self.ranks[key] = _PerRank()
+        return s
+
+    def peer_series(self, rank: str, op: str, group: str, peer: str) -> _PerPeer:
+        node = self.nodes.get(rank, "")
+        key = (rank, op, group, peer, node)
+        s = self.peers.get(key)
+        if s is not None:
+            return s
+        if peer != OTHER:
+            owner = (rank, op, group, node)
+            n = self._peer_count.get(owner, 0)
+            if n >= MAX_PEERS:
+                return self.peer_series(rank, op, group, OTHER)
+            self._peer_count[owner] = n + 1
+        s = self.peers[key] = _PerPeer()
         return s
 
     def alignment_of(self, rank: str, group: str) -> _Aligned:
@@ -152,6 +190,7 @@ class Store:
             "alignment": [[list(k), a.aligned, a.last] for k, a in self.alignment.items()],
             "groups": [[list(k), g.skew.counts, g.skew.sum, g.tail.counts, g.tail.sum]
                        for k, g in self.groups.items()],
+            "peers": [[list(k), p.seconds, p.bytes, p.transfers] for k, p in self.peers.items()],
         }
 
     def restore(self, snap: dict) -> None:
@@ -186,10 +225,18 @@ class Store:
             g.skew.counts, g.skew.sum = list(sc), float(ssum)
             g.tail.counts, g.tail.sum = list(tc), float(tsum)
             groups[tuple(k)] = g
+        peers, peer_count = {}, {}
+        for k, sec, nbytes, transfers in snap.get("peers", []):  # absent before 2.30 support
+            rank, op, group, peer, node = k
+            peers[(rank, op, group, peer, node)] = _PerPeer(float(sec), float(nbytes), int(transfers))
+            if peer != OTHER:
+                owner = (rank, op, group, node)
+                peer_count[owner] = peer_count.get(owner, 0) + 1
         records, parse_errors = int(snap["records"]), int(snap["parse_errors"])
         incomplete = {str(k): int(v) for k, v in snap["incomplete"].items()}
         # all or nothing: a snapshot that fails above leaves the store as it was
         self.ranks, self.groups, self.alignment = ranks, groups, alignment
+        self.peers, self._peer_count = peers, peer_count
         self.records, self.parse_errors, self.incomplete = records, parse_errors, incomplete
 
 
@@ -234,6 +281,7 @@ class Collector:
             group_items = [(k, g.skew.counts[:], g.skew.sum, g.tail.counts[:], g.tail.sum)
                            for k, g in st.groups.items()]
             comm_ranks = dict(st.comm_ranks)
+            peer_items = [(k, p.seconds, p.bytes, p.transfers) for k, p in st.peers.items()]
             scalars = (st.records, st.parse_errors, dict(st.incomplete), st.pending, st.files)
         dur, byt, bus, bw, aligned, last, unrec = (_family(m) for m in (
             M.nccl_collective_duration_seconds, M.nccl_collective_bytes_total,
@@ -257,6 +305,14 @@ class Collector:
             skew.add_metric([job, op, group], _hist_buckets(sc, _SECONDS), ssum)
             tail.add_metric([job, op, group], _hist_buckets(tc, _SECONDS), tsum)
         yield from (skew, tail)
+        p_sec, p_bytes, p_n = (_family(m) for m in (
+            M.nccl_p2p_seconds_total, M.nccl_p2p_bytes_total, M.nccl_p2p_transfers_total))
+        for (rank, op, group, peer, node), sec, nbytes, n in sorted(peer_items):
+            labels = [job, rank, op, group, peer, node]
+            p_sec.add_metric(labels, sec)
+            p_bytes.add_metric(labels, nbytes)
+            p_n.add_metric(labels, n)
+        yield from (p_sec, p_bytes, p_n)
         size = _family(M.nccl_communicator_ranks)
         for (rank, group, node), n in sorted(comm_ranks.items()):
             size.add_metric([job, rank, group, node], n)

@@ -180,8 +180,10 @@ def test_the_exporter_is_scraped_and_its_series_carry_the_contract_labels(stack,
         if "node" in s:
             assert s["node"] == node_of(s["rank"]), s
         seen.add(base)
-    # every series but the expired alignments' (none expire here) is served
-    assert seen == served - {"obsgen_nccl_alignment_incomplete_total"}, served ^ seen
+    # every series but the expired alignments' (none expire here) and the Send/Recv peers'
+    # (this job's communicators run collectives only) is served
+    assert seen == served - {"obsgen_nccl_alignment_incomplete_total", "nccl_p2p_seconds_total",
+                             "nccl_p2p_bytes_total", "nccl_p2p_transfers_total"}, served ^ seen
     per_rank = stack.prom.query(f'count by (group) (nccl_collective_last_arrival_total{{job_id="{JOB}"}})')
     assert {s["metric"]["group"]: s["value"][1] for s in per_rank} == {g: str(RANKS) for g in OPS}
 
