@@ -107,7 +107,7 @@ def markdown(results: dict) -> str:
             f"{worst_growth[1]} ({worst_growth[0]}); 1 = linear, 2 = quadratic "
             f"| {yes(float(worst_growth[1]) < 1.3 if worst_growth[1] != '-' else True)} |", ""]
     factor = machine_factor(big)
-    if factor and abs(factor - 1) > 0.2:
+    if factor and abs(factor - 1) > 0.1:
         out += [f"Machine speed: the naive suite, the same rules in every run, took "
                 f"{fmt_ms(total_ms(big, 'naive'))} ms per 30 s at {N:,} ranks here, "
                 f"{factor:.2f}x the {fmt_ms(REFERENCE_NAIVE_MS[N])} ms of the run the time "

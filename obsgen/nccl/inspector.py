@@ -208,8 +208,8 @@ def bus_bytes(op: str, size: int, n_ranks: int) -> float:
     return float(size)
 
 
-def dumps(header: dict, metadata: dict, perf: dict, key: str = "coll_perf") -> str:
-    """A record line as the Inspector writes it (compact JSON, no newline; ``key`` is
-    ``coll_perf`` or, 2.30+, ``p2p_perf``); for tests, benchmarks and the synthetic job."""
-    return json.dumps({"header": header, "metadata": metadata, key: perf},
+def dumps(header: dict, metadata: dict, coll_perf: dict) -> str:
+    """A collective's record line (compact JSON, no newline); for tests, benchmarks and
+    the synthetic job. tests/inspector_writer.py writes each NCCL version's lines."""
+    return json.dumps({"header": header, "metadata": metadata, "coll_perf": coll_perf},
                       separators=(",", ":"))
