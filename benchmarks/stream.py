@@ -220,7 +220,8 @@ _RANK_COUNTERS = (M.train_checkpoint_total.key, M.train_checkpoint_seconds_total
                   M.checkpoint_bytes_written_total.key, M.nccl_link_recovery_total.key)
 _DCGM = (M.DCGM_FI_PROF_SM_ACTIVE.key, M.DCGM_FI_PROF_NVLINK_TX_BYTES.key,
          M.DCGM_FI_PROF_NVLINK_RX_BYTES.key, M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL.key,
-         M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL.key, M.DCGM_FI_DEV_XID_ERRORS.key,
+         M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL.key, M.DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS.key,
+         M.DCGM_FI_DEV_XID_ERRORS.key,
          M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL.key,
          M.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL.key, M.DCGM_FI_DEV_GPU_TEMP.key,
          M.DCGM_FI_DEV_POWER_USAGE.key, M.DCGM_FI_DEV_CLOCKS_EVENT_REASONS.key)

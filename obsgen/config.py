@@ -28,6 +28,9 @@ DEFAULTS: dict[str, Any] = {
     "metrics": {},
     # Renames, contract label key -> label name in your Prometheus.
     "labels": {},
+    # Kubernetes pod label that holds the job id (e.g. training.kubeflow.org/job-name), read
+    # on kube-state-metrics' kube_pod_labels under the name it publishes (jobName -> label_job_name).
+    "pod_job_label": "job_id",
     # Extra matchers put on every selector, label -> value (e.g. cluster: a); a value
     # given as {"=~": "a|b"} is a regex. These labels are also kept on recorded series.
     "selector": {},
@@ -257,6 +260,8 @@ def _effective(data: dict, section: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for name in data.get("presets", ["default"]):
         out.update(getattr(PRESETS[name], section))
+    if section == "labels" and isinstance(data.get("pod_job_label"), str):
+        out[contract.L.label_job_id.key] = contract.ksm_pod_label(data["pod_job_label"])
     out.update(data.get(section, {}))
     return out
 

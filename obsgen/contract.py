@@ -15,6 +15,7 @@ Conventions every series follows:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
@@ -25,8 +26,8 @@ NCCL_SIDECAR = ("obsgen.instrument (wrapping torch.distributed calls) or the NCC
                 "(obsgen nccl-exporter, from NCCL Inspector dumps)")
 NCCL_EXPORTER = ("obsgen nccl-exporter (sidecar reading NCCL Inspector dumps, one per pod "
                  "or node; see obsgen.nccl)")
-DCGM = ("NVIDIA dcgm-exporter, one endpoint per GPU host; enable the field in its counters "
-        "CSV where the default CSV has it commented out")
+DCGM = ("NVIDIA dcgm-exporter, one endpoint per GPU host; fields its default counters CSV "
+        "leaves out are enabled by examples/dcgm-exporter/obsgen-counters.csv")
 DCGM_PROF = DCGM + " (a DCP profiling field: datacenter GPUs only)"
 NODE_EXPORTER = "Prometheus node_exporter on every host (infiniband and uname collectors)"
 KSM = ("kube-state-metrics (Kubernetes only), with the pod label that holds the job id "
@@ -91,7 +92,12 @@ LABELS: dict[str, Label] = {
         Label("expert", "index of a mixture-of-experts expert"),
         Label("UUID", "GPU UUID (GPU-...) as dcgm-exporter publishes it; joins GPU series to ranks"),
         Label("gpu", "GPU index on its host, as dcgm-exporter publishes it"),
-        Label("Hostname", "host name, as dcgm-exporter publishes it"),
+        Label("Hostname", "host name, as dcgm-exporter releases up to 4.5.3 publish it: NODE_NAME "
+                          "where set (the Helm chart sets it to the node name), else the "
+                          "exporter's own host name (a container's under Docker)"),
+        Label("hostname", "the same host name, as dcgm-exporter's main branch publishes it since "
+                          "its label was renamed (#655, after 4.5.3); the rules read whichever "
+                          "of the two a series carries"),
         Label("nodename", "host name, as node_exporter's node_uname_info publishes it"),
         Label("device", "InfiniBand HCA, e.g. mlx5_0, as node_exporter publishes it"),
         Label("port", "InfiniBand port of the HCA, as node_exporter publishes it"),
@@ -105,9 +111,9 @@ LABELS: dict[str, Label] = {
                            "publishes it"),
         Label("uid", "Kubernetes pod UID, as kube-state-metrics publishes it"),
         Label("label_job_id", "the pod label that holds the training job's id, as "
-                              "kube-state-metrics publishes it (label_ + the label key with "
-                              "every character outside [a-zA-Z0-9_] turned into _, e.g. "
-                              "label_training_kubeflow_org_job_name); its value must equal the "
+                              "kube-state-metrics publishes it on kube_pod_labels; set the "
+                              "Kubernetes label key with pod_job_label in the config and obsgen "
+                              "derives this name (ksm_pod_label); its value must equal the "
                               "ranks' job_id"),
         Label("alertname", "name of an alert, on the ALERTS series"),
         Label("alertstate", "pending or firing, on the ALERTS series"),
@@ -121,7 +127,7 @@ LABELS: dict[str, Label] = {
 }
 
 _JRS = ("job_id", "rank", "stage")
-_DCGM = ("UUID", "gpu", "Hostname", "pod", "namespace", "container")
+_DCGM = ("UUID", "gpu", "Hostname", "hostname", "pod", "namespace", "container")
 # The sidecar's per-rank collective series name the host of the rank's records (node), as
 # obsgen.instrument's do: the all-reduce windows per host need no join over every rank.
 _JROG = ("job_id", "rank", "op", "group", "node")
@@ -139,6 +145,21 @@ NCCL_SECONDS_BUCKETS = (1e-05, 2.5e-05, 5e-05, 0.0001, 0.00025, 0.0005, 0.001, 0
 # (single digits) up to NVLink 4/5 bus bandwidth (several hundred).
 NCCL_BUSBW_BUCKETS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0, 400.0,
                       500.0, 750.0, 1000.0, float("inf"))
+
+_KSM_INVALID = re.compile(r"[^a-zA-Z0-9_]")
+_KSM_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+
+
+def ksm_pod_label(key: str) -> str:
+    """The label kube-state-metrics publishes the Kubernetes pod label ``key`` under, on
+    ``kube_pod_labels``: ``label_`` + the key with every character outside [a-zA-Z0-9_]
+    turned into ``_``, then snake-cased (``_`` between a lower-case letter or digit and the
+    upper-case letter after it) and lower-cased, as its internal/store/utils.go does
+    (v2.x): ``training.kubeflow.org/jobName`` -> ``label_training_kubeflow_org_job_name``.
+    Two keys of one pod that come out the same are published with ``_conflict<n>``
+    suffixes instead: keep the job id's key apart from the others."""
+    return "label_" + _KSM_CAMEL.sub(r"\1_\2", _KSM_INVALID.sub("_", key)).lower()
+
 
 METRICS: dict[str, Metric] = {
     m.key: m
@@ -236,6 +257,10 @@ METRICS: dict[str, Metric] = {
                "single-bit (corrected) volatile ECC errors since the driver loaded", emitter=DCGM),
         Metric("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", COUNTER, _DCGM, "errors",
                "double-bit (uncorrectable) volatile ECC errors since the driver loaded",
+               emitter=DCGM),
+        Metric("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", COUNTER, _DCGM, "rows",
+               "memory rows the GPU remapped after uncorrectable errors (row remapping, A100 "
+               "and later; persistent across reboots); in the default counters CSV",
                emitter=DCGM),
         Metric("DCGM_FI_DEV_XID_ERRORS", GAUGE, _DCGM, "xid",
                "code of the last XID error of the GPU", emitter=DCGM),
@@ -455,6 +480,16 @@ RECORDED: dict[str, Recorded] = {
         Recorded("gpu_dbe", "node_gpu:dcgm_ecc_dbe:increase{rate}_max{gpu_errors}",
                  ("node", "gpu", "UUID"),
                  "most uncorrectable ECC errors of a GPU in one rate window within the window"),
+        Recorded("gpu_remap_recent", "node_gpu:dcgm_uncorrectable_remapped_rows:increase{rate}",
+                 ("node", "gpu", "UUID"),
+                 "rows a GPU remapped after uncorrectable errors in the rate window, only GPUs "
+                 "that remapped any"),
+        Recorded("gpu_remap", "node_gpu:dcgm_uncorrectable_remapped_rows:increase{rate}_max{gpu_errors}",
+                 ("node", "gpu", "UUID"),
+                 "most rows a GPU remapped after uncorrectable errors in one rate window within "
+                 "the window"),
+        Recorded("gpu_nodes", "node:dcgm_gpus:count", ("node",),
+                 "GPUs dcgm-exporter reports on each host, under its host label"),
         Recorded("gpu_xid_changed", "node_gpu:dcgm_xid:changes{rate}", ("node", "gpu", "UUID"),
                  "changes of a GPU's last XID code in the rate window, only GPUs whose code changed"),
         Recorded("gpu_xid_recent", "node_gpu:dcgm_xid:code_changed{gpu_errors}",

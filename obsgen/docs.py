@@ -207,6 +207,7 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
     files["docs/presets.md"] = env.get_template("presets.md.j2").render(
         header=header_md("obsgen/presets.py"), presets=[
             {"name": p.name, "source": p.source, "assumes": p.assumes, "covers": p.covers,
+             "checked": p.checked,
              "scales": p.scales,
              "renames": [(f"{k} (label)" if k in p.labels else k, v)
                          for k, v in list(p.metrics.items()) + list(p.labels.items())]}

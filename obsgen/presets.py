@@ -18,6 +18,7 @@ class Preset:
     source: str  # where the names come from
     assumes: str  # exporter settings the names depend on
     covers: str  # what obsgen can watch with this source alone
+    checked: str = ""  # the upstream versions the names were read from
     metrics: dict[str, str] = field(default_factory=dict)  # contract key -> published name
     labels: dict[str, str] = field(default_factory=dict)
     scales: dict[str, float] = field(default_factory=dict)  # contract key -> factor to contract unit
@@ -30,6 +31,12 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                "node_exporter for GPUs and hosts (obsgen/contract.py)",
         assumes="obsgen.instrument in every rank; dcgm-exporter and node_exporter on every host",
         covers="every alert and panel",
+        checked="dcgm-exporter as the dcgm preset says; node_exporter v1.12.1 (the infiniband "
+                "collector's port_data_*_bytes_total and rate_bytes_per_second, node_uname_info); "
+                "kube-state-metrics v2.20.0 (kube_pod_labels: "
+                "internal/store/utils.go turns a pod label key into label_ + the key "
+                "sanitised, snake-cased and lower-cased, so jobName becomes label_job_name: "
+                "set pod_job_label to the key)",
     ),
     Preset(
         "megatron-otel",
@@ -53,13 +60,21 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     ),
     Preset(
         "dcgm",
-        source="NVIDIA dcgm-exporter 2.x and later (DCGM_FI_* field names, labels gpu, UUID, "
-               "Hostname); the 1.x exporter's dcgm_* names are not supported",
-        assumes="a counters CSV that enables DCGM_FI_PROF_SM_ACTIVE and "
-                "DCGM_FI_PROF_NVLINK_TX_BYTES / _RX_BYTES (DCP fields, datacenter GPUs only), "
-                "the ECC, XID and NVLink error fields; train_rank_gpu_info from obsgen.instrument "
-                "maps each GPU UUID to its job and rank",
-        covers="GPU panels and alerts (SM-active spread, NVLink, ECC, XID)",
+        source="NVIDIA dcgm-exporter 2.x and later (DCGM_FI_* field names, labels gpu, UUID "
+               "and the host name, Hostname in releases, hostname on main since #655: the "
+               "rules read either); the 1.x exporter's dcgm_* names are not supported",
+        assumes="the counters CSV examples/dcgm-exporter/obsgen-counters.csv (the default CSV "
+                "leaves out DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_PROF_NVLINK_TX_BYTES / _RX_BYTES, "
+                "DCGM_FI_DEV_CLOCKS_EVENT_REASONS, the ECC totals and NVLink error counters); "
+                "NODE_NAME set to the name the ranks report (the Helm chart does; off Kubernetes "
+                "set it yourself); pod labels only with --kubernetes (the Helm chart's "
+                "DCGM_EXPORTER_KUBERNETES) and the kubelet's pod-resources socket; "
+                "train_rank_gpu_info from obsgen.instrument maps each GPU UUID to its job and rank",
+        covers="GPU panels and alerts (SM-active spread, NVLink, ECC, XID); with the default "
+               "CSV only the ECC alert (remapped rows, XID), temperature, power and XID panels",
+        checked="dcgm-exporter 4.5.3-4.8.2 (etc/default-counters.csv, the Helm chart, "
+                "internal/pkg/rendermetrics, internal/pkg/hostname) and main at d5e5f51 "
+                "(2026-05-12: the label renamed to hostname)",
         metrics={m.key: m.key for m in M if m.key.startswith("DCGM_FI_")},
     ),
 )}

@@ -6,15 +6,20 @@ of what they run on, derived from the jobs' own scrapes (placement from each ran
 training physics without hooks into ``synth``:
 
 * **dcgm-exporter**, one target per host: per GPU ``gpu``, ``UUID``, ``pci_bus_id``,
-  ``device``, ``modelName``, ``Hostname`` (the node name), and on Kubernetes the ``pod``,
-  ``namespace`` and ``container`` the GPU is allocated to. Gauges (SM-active, temperature,
-  power, clock-event bitmask, the *last* XID code) and counters (ECC, NVLink errors) as
-  its counters CSV types them. Hosts exist before and after the job: a GPU a job left is
-  idle, and its pod labels (a new series) go away with the pod.
+  ``device``, ``modelName``, the host name (``Hostname`` as releases up to 4.5.3 write
+  it, ``hostname`` as its main branch does: ``dcgm_host_label``; the node name, or what
+  ``dcgm_hostnames`` says a host calls itself, as a container without NODE_NAME does),
+  and on Kubernetes the ``pod``, ``namespace`` and ``container`` the GPU is allocated to.
+  Gauges (SM-active, temperature, power, clock-event bitmask, the *last* XID code) and
+  counters (ECC, NVLink errors, uncorrectable remapped rows) as its counters CSV types
+  them; ``counters="default"`` drops what dcgm-exporter's default CSV leaves out. Hosts
+  exist before and after the job: a GPU a job left is idle, and its pod labels (a new
+  series) go away with the pod.
 * **node_exporter**, one target per host: InfiniBand bytes per HCA port (a counter, in
   bytes), the ports' line rate, and ``node_uname_info``.
 * **kube-state-metrics** (Kubernetes only), one target: ``kube_pod_labels`` per live pod
-  with the allowlisted job label, a new ``uid`` per pod incarnation.
+  with the allowlisted job label (``ksm_job_label``: the name kube-state-metrics gives the
+  pod label's key), a new ``uid`` per pod incarnation.
 * Training-side series ``synth`` does not model: NCCL link recoveries (the sidecar's
   counter per rank), checkpoint bytes written (``checkpoint_cost``'s companion, counted
   with the checkpoints) and, after a restart, the recovery time and checkpoint age at
@@ -35,6 +40,12 @@ from .synth import STALE, Job, Scrape, gpu_uuid
 MODEL = "NVIDIA H100 80GB HBM3"
 # NVML clock event (throttle) reasons, as DCGM_FI_DEV_CLOCKS_EVENT_REASONS holds them.
 GPU_IDLE, SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL = 0x1, 0x4, 0x8, 0x20, 0x40
+# What dcgm-exporter's default counters CSV (4.5.3) leaves out of the fields modelled here.
+NOT_IN_DEFAULT_CSV = frozenset(m.key for m in (
+    M.DCGM_FI_PROF_SM_ACTIVE, M.DCGM_FI_PROF_NVLINK_TX_BYTES, M.DCGM_FI_PROF_NVLINK_RX_BYTES,
+    M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,
+    M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, M.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
+    M.DCGM_FI_DEV_CLOCKS_EVENT_REASONS))
 
 
 # Faults -------------------------------------------------------------------------------
@@ -56,6 +67,16 @@ class EccErrors:
     gpu: int
     at: float
     count: int = 1
+
+
+@dataclass(frozen=True)
+class RowRemap:
+    """The GPU remaps ``rows`` memory rows after uncorrectable errors at ``at`` (A100 and
+    later, instead of retiring pages; dcgm-exporter's default CSV counts them)."""
+    node: str
+    gpu: int
+    at: float
+    rows: int = 1
 
 
 @dataclass(frozen=True)
@@ -99,6 +120,10 @@ class Fleet:
     checkpoint_bytes: float = 5e9  # bytes each rank writes per checkpoint
     sm_active: float = 0.92
     dcgm: bool = True
+    dcgm_host_label: str = L.Hostname.key  # L.hostname.key: dcgm-exporter's main branch
+    dcgm_hostnames: dict[str, str] = field(default_factory=dict)  # host -> the name it reports
+    counters: str = "obsgen"  # the counters CSV: obsgen's, or "default" (dcgm-exporter's own)
+    ksm_job_label: str = L.label_job_id.key  # kube_pod_labels' label for the job id
     node_exporter: bool = True
     deadlines: dict[str, float] = field(default_factory=dict)  # job_id -> planned end (unix s)
     faults: tuple = ()
@@ -246,7 +271,8 @@ class _FleetSim:
             labels = {L.job.key: "dcgm-exporter", L.instance.key: f"{ip}:9400",
                       L.gpu.key: str(g), L.UUID.key: gpu_uuid(host, g),
                       "pci_bus_id": f"00000000:{0x18 + 0x10 * g:02X}:00.0",
-                      "device": f"nvidia{g}", "modelName": MODEL, L.Hostname.key: host}
+                      "device": f"nvidia{g}", "modelName": MODEL,
+                      f.dcgm_host_label: f.dcgm_hostnames.get(host, host)}
             if f.kubernetes and job is not None:
                 labels.update({L.pod.key: self._pod(job, rank, host),
                                L.namespace.key: f.namespace, L.container.key: "pytorch"})
@@ -266,15 +292,19 @@ class _FleetSim:
                 M.DCGM_FI_PROF_NVLINK_TX_BYTES.key: 1.2e11 * round(sm, 1),
                 M.DCGM_FI_PROF_NVLINK_RX_BYTES.key: 1.2e11 * round(sm, 1),
             }
-            for name, v in gauges.items():
-                out.samples[_key(name, **labels)] = v
             # Counters come from the driver: they survive pod and job changes.
             dbe = sum(x.count for x in f.faults if isinstance(x, EccErrors) and x.node == host
                       and x.gpu == g and x.at <= t)
-            for name, v in ((M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL.key, float(dbe)),
-                            (M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL.key, 0.0),
-                            (M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL.key, 0.0),
-                            (M.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL.key, 0.0)):
+            rows = sum(x.rows for x in f.faults if isinstance(x, RowRemap) and x.node == host
+                       and x.gpu == g and x.at <= t)
+            counters = {M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL.key: float(dbe),
+                        M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL.key: 0.0,
+                        M.DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS.key: float(rows),
+                        M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL.key: 0.0,
+                        M.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL.key: 0.0}
+            for name, v in {**gauges, **counters}.items():
+                if f.counters == "default" and name in NOT_IN_DEFAULT_CSV:
+                    continue
                 out.samples[_key(name, **labels)] = v
 
     # node_exporter ------------------------------------------------------------------------
@@ -315,4 +345,4 @@ class _FleetSim:
             out.samples[_key(M.kube_pod_labels.key, **{
                 L.job.key: "kube-state-metrics", L.instance.key: "10.96.12.7:8080",
                 L.namespace.key: f.namespace, L.pod.key: pod, L.uid.key: uid,
-                L.label_job_id.key: job.job_id})] = 1.0
+                f.ksm_job_label: job.job_id})] = 1.0

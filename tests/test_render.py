@@ -164,7 +164,7 @@ def test_alert_names_are_the_interface():
         "Train_Straggler_Transient", "Train_GradientExplosion",
         "Train_GradientNonFinite", "Train_GradientVanishing", "Train_Bubble_Excess",
         "Train_NoCheckpoints", "Train_CheckpointOverhead", "Train_RankFailed",
-        "Train_TP_Imbalance", "Train_GPU_ECC", "Train_NCCL_LinkRecovery", "Train_IB_Asymmetry",
+        "Train_TP_Imbalance", "Train_GPU_ECC", "Train_GPU_Unmapped", "Train_NCCL_LinkRecovery", "Train_IB_Asymmetry",
         "Train_RestartLoop", "Train_CheckpointStorage_Slow", "Train_StepTime_Regression",
         "Train_ETA_Slip", "Train_Straggler_LateArrival"]
 

@@ -1,20 +1,42 @@
-"""GPU health: uneven tensor-parallel GPUs and uncorrectable memory errors, per job.
+"""GPU health: uneven tensor-parallel GPUs, uncorrectable memory errors and GPUs that no
+job can be matched to, per job.
 
-dcgm-exporter publishes GPUs, not jobs: every series carries ``gpu``, ``UUID`` and
-``Hostname`` (the node name), and on Kubernetes, with the kubelet's pod-resources socket
-mounted, the ``pod``, ``namespace`` and ``container`` the GPU is allocated to. GPUs are
-mapped to jobs two ways, the better one per host:
+dcgm-exporter publishes GPUs, not jobs: every series carries ``gpu``, ``UUID`` and the
+host name, labelled ``Hostname`` by every release up to 4.5.3 and ``hostname`` on its
+main branch (#655); the rules read whichever a series has, so an upgrade needs no config
+change. The host name is the exporter's ``NODE_NAME`` environment variable where set
+(its Helm chart sets it to the Kubernetes node name), else the exporter's own host name:
+under Docker or a Slurm prolog that is the container's, which no rank reports, unless
+the exporter runs with ``--net host`` or ``-e NODE_NAME=$(hostname)``. Train_GPU_Unmapped
+says when the job's hosts are missing from dcgm-exporter's series.
+
+On Kubernetes, dcgm-exporter adds the ``pod``, ``namespace`` and ``container`` a GPU is
+allocated to only when it runs with ``--kubernetes`` (``-k``) and the kubelet's
+pod-resources socket mounted, as its Helm chart does; a plain container or DaemonSet
+without them leaves the pod labels out, and the host map below is used. GPUs are mapped
+to jobs two ways, the better one per host:
 
 * **Kubernetes**: dcgm-exporter's ``pod`` and ``namespace`` joined to kube-state-metrics'
   ``kube_pod_labels``, which carries the pod label holding the job id once it is
-  allowlisted (``--metric-labels-allowlist=pods=[<label>]``; rename ``label_job_id`` to
-  the ``label_<key>`` it becomes). Exact per GPU: idle GPUs and other jobs' GPUs on the
-  host stay out. Behind a ServiceMonitor without ``honorLabels: true``, Prometheus
-  renames dcgm-exporter's ``pod`` to ``exported_pod``: rename the labels accordingly.
+  allowlisted (``--metric-labels-allowlist=pods=[<label>]``); set ``pod_job_label`` to
+  the label's key and obsgen reads it under the name kube-state-metrics gives it (the key
+  sanitised and snake-cased: ``training.kubeflow.org/jobName`` becomes
+  ``label_training_kubeflow_org_job_name``). Exact per GPU: idle GPUs and other jobs'
+  GPUs on the host stay out. Behind a ServiceMonitor without ``honorLabels: true``,
+  Prometheus renames dcgm-exporter's ``pod`` to ``exported_pod``: rename the labels
+  accordingly.
 * **Bare metal and Slurm**: the hosts the job's ranks report in their own ``node`` label
   (``job_node:train_ranks:count``), used for hosts without a pod mapping. It takes every
   GPU of the host, which is right for jobs that own whole hosts (a pretraining run); a
   host shared by two jobs counts for both.
+
+dcgm-exporter's default counters CSV leaves out what the TP-imbalance alert and several
+panels read (``DCGM_FI_PROF_SM_ACTIVE``, the ECC totals and NVLink error counters are
+commented out; ``DCGM_FI_PROF_NVLINK_TX_BYTES`` / ``_RX_BYTES`` and
+``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` are not listed at all). Run it with
+``examples/dcgm-exporter/obsgen-counters.csv``, generated from the contract: its defaults
+plus those fields. The ECC alert does not wait for it: it also reads the uncorrectable
+remapped-rows counter and the XID gauge, both on by default.
 
 The reference document's rule (section 5) takes ``stddev by (pod)``: with one GPU per pod
 the deviation of one value is 0 and it never fires, and its ``group_left()`` copies no job
@@ -44,7 +66,8 @@ Check first:
 ## Train_GPU_ECC
 
 A GPU of the job reported uncorrectable memory errors: its double-bit ECC counter rose,
-or its XID gauge changed to an uncorrectable-memory code (48 double-bit ECC, 64 row
+it remapped memory rows after uncorrectable errors (row remapping, A100 and later: on in
+dcgm-exporter's default counters, where the ECC totals are not), or its XID gauge changed to an uncorrectable-memory code (48 double-bit ECC, 64 row
 remapping failure, 94 contained, 95 uncontained ECC error). The data in that GPU's memory
 may be wrong: gradients and optimizer state computed since are suspect, and the GPU needs
 a reset at least.
@@ -53,6 +76,19 @@ Check first:
 1. Drain the host from the scheduler (cordon the node, or scontrol update state=drain) so the restart does not land on it again.
 2. The job's loss and gradient norm since the error: an uncontained error (XID 95) or DBE can corrupt the state that is checkpointed next; resume from a checkpoint written before the error if the curves moved.
 3. nvidia-smi -q -d ECC,ROW_REMAPPER on the host: pending row remaps need a GPU reset; repeated errors or a remapping failure mean RMA.
+
+## Train_GPU_Unmapped
+
+Some hosts the job's ranks report (their ``node`` label) have no GPU in dcgm-exporter's
+series under that host name for 15 minutes, while dcgm-exporter does report GPUs
+elsewhere. On those hosts the GPU alerts cannot see the job: a slow, hot or failing GPU
+there raises nothing. Either dcgm-exporter does not run on the hosts, or it names them
+differently from the ranks.
+
+Check first:
+1. The host names on both sides: `count by (Hostname, hostname) (DCGM_FI_DEV_GPU_TEMP)` against the ranks' `node` values on the job's series; a container ID, a short name against a fully qualified one, or an IP means a mismatch.
+2. Off Kubernetes (Docker, Slurm, systemd), start dcgm-exporter with `-e NODE_NAME=$(hostname)` (or `--net host`) and give the ranks the same name (obsgen.instrument takes it from NODE_NAME too, else the host name); on Kubernetes the Helm chart sets NODE_NAME from the node name, as the ranks' downward API does.
+3. That dcgm-exporter runs on every GPU host the job uses (a DaemonSet whose node selector or tolerations leave some hosts out), and that Prometheus scrapes it there.
 """
 from __future__ import annotations
 
@@ -64,15 +100,22 @@ from ..promql import Ctx, number, quote
 NAME = "gpus"
 
 
+HOST = (L.Hostname, L.hostname)  # dcgm-exporter's host label: releases, then main (#655)
+
+
 def to_node(c: Ctx, e: str) -> str:
-    """``e`` (dcgm-exporter labels) with its Hostname copied into the contract's node label."""
-    return f'label_replace({e}, {quote(c.l(L.node))}, "$1", {quote(c.l(L.Hostname))}, "(.+)")'
+    """``e`` (dcgm-exporter labels) with its host name copied into the contract's node
+    label, from ``Hostname`` (releases up to 4.5.3) or ``hostname`` (main since #655),
+    whichever the series carries: a series has one of them, and the one it lacks copies
+    nothing (``(.+)`` does not match an empty label)."""
+    inner = f'label_replace({e}, {quote(c.l(L.node))}, "$1", {quote(c.l(L.Hostname))}, "(.+)")'
+    return f'label_replace({inner}, {quote(c.l(L.node))}, "$1", {quote(c.l(L.hostname))}, "(.+)")'
 
 
 def per_gpu(c: Ctx, e: str) -> str:
-    """One series per GPU (Hostname, gpu, UUID) of a dcgm-exporter expression: the pod
-    labels and a second scrape of the same exporter collapse."""
-    return to_node(c, f"max {c.by(L.Hostname, L.gpu, L.UUID)} ({e})")
+    """One series per GPU (host, gpu, UUID) of a dcgm-exporter expression: the pod labels
+    and a second scrape of the same exporter collapse."""
+    return to_node(c, f"max {c.by(*HOST, L.gpu, L.UUID)} ({e})")
 
 
 def owned(c: Ctx, gpu_signal: str, host_signal: str) -> str:
@@ -114,11 +157,22 @@ def build(c: Ctx) -> Family:
     def signal(e: str, name: str) -> str:
         return f'label_replace({e}, {quote(c.l(L.signal))}, {quote(name)}, "", "")'
 
-    dbe = signal(c.r(R.gpu_dbe), "ecc_dbe")
-    xids = signal(c.r(R.gpu_xid_ecc), "xid")
+    # the error signals in order: a GPU is named once, by the first that has it
+    errors = (signal(c.r(R.gpu_dbe), "ecc_dbe"), signal(c.r(R.gpu_remap), "remapped_rows"),
+              signal(c.r(R.gpu_xid_ecc), "xid"))
+
+    def first(on: tuple, pick=lambda e: e) -> str:
+        return "\nor\n".join(
+            "(" + " unless ".join([pick(e)] + [f"{c.on(*on)} {prev}" for prev in errors[:i]]) + ")"
+            if i else pick(e) for i, e in enumerate(errors))
     rules = (
         Record(c.rname(R.job_nodes), expr(f"""
             count {c.by(L.job_id, L.node)} ({c.m(M.train_world_size, extra=(f'{c.l(L.node)}!=""',))})
+        """), fact=True),
+        # The hosts dcgm-exporter reports GPUs on, under its host label (GPU temperature is
+        # in its default counters CSV): the ranks' hosts are looked up in it.
+        Record(c.rname(R.gpu_nodes), expr(f"""
+            sum {c.by(L.node)} ({to_node(c, f"count {c.by(*HOST)} (max {c.by(*HOST, L.gpu, L.UUID)} ({c.m(M.DCGM_FI_DEV_GPU_TEMP)}))")})
         """), fact=True),
         Record(c.rname(R.job_gpus), expr(f"""
             group {c.by(L.job_id, L.node, L.gpu, L.UUID)} (
@@ -140,7 +194,7 @@ def build(c: Ctx) -> Family:
             (
               {c.r(R.job_nodes)} * 0
               + {c.join((L.node,))}
-              {to_node(c, f"stddev {c.by(L.Hostname)} (max {c.by(L.Hostname, L.gpu, L.UUID)} ({c.m(M.DCGM_FI_PROF_SM_ACTIVE)}))")}
+              {to_node(c, f"stddev {c.by(*HOST)} (max {c.by(*HOST, L.gpu, L.UUID)} ({c.m(M.DCGM_FI_PROF_SM_ACTIVE)}))")}
               unless {c.on(L.node)}
               {c.r(R.job_gpus)}
             )
@@ -153,6 +207,12 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.gpu_dbe_recent), expr(f"""
             {per_gpu(c, f"increase({c.m(M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)}[{rate}]) > 0")}
         """)),
+        Record(c.rname(R.gpu_remap_recent), expr(f"""
+            {per_gpu(c, f"increase({c.m(M.DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS)}[{rate}]) > 0")}
+        """)),
+        Record(c.rname(R.gpu_remap), expr(f"""
+            max_over_time({c.r(R.gpu_remap_recent)}[{sticky}])
+        """)),
         Record(c.rname(R.gpu_xid_changed), expr(f"""
             {per_gpu(c, f"changes({xid}[{rate}]) > 0")}
         """)),
@@ -160,7 +220,7 @@ def build(c: Ctx) -> Family:
             max_over_time({c.r(R.gpu_dbe_recent)}[{sticky}])
         """)),
         Record(c.rname(R.gpu_xid_recent), expr(f"""
-            {per_gpu(c, f"{xid} and {c.on(L.Hostname, L.gpu, L.UUID)} max_over_time({c.r(R.gpu_xid_changed)}[{sticky}])")}
+            {per_gpu(c, f"{xid} and {c.on(*HOST, L.gpu, L.UUID)} max_over_time({c.r(R.gpu_xid_changed)}[{sticky}])")}
         """)),
         Record(c.rname(R.gpu_xid_ecc), expr(f"""
             {recent_codes}
@@ -182,9 +242,8 @@ def build(c: Ctx) -> Family:
         ),
         Alert(
             name="Train_GPU_ECC",
-            expr=owned(c, f"{dbe}\nor\n({xids} unless {c.on(L.node, L.gpu, L.UUID)} {dbe})",
-                       f"topk {c.by(L.node)} (1, {dbe})\nor\n"
-                       f"(topk {c.by(L.node)} (1, {xids}) unless {c.on(L.node)} {dbe})"),
+            expr=owned(c, first((L.node, L.gpu, L.UUID)),
+                       first((L.node,), lambda e: f"topk {c.by(L.node)} (1, {e})")),
             for_="0s",
             severity="critical",
             role="platform",
@@ -192,9 +251,32 @@ def build(c: Ctx) -> Family:
             description=(
                 f"{gpu_where}on node {node}, which runs job {job}, reported "
                 f"{{{{ $labels.{c.l(L.signal)} }}}} {{{{ $value }}}} in the last {gpu_errors} "
-                f"(ecc_dbe: uncorrectable ECC errors, the most in one {rate}; xid: the XID code "
-                "it raised). Its memory may hold wrong values: drain the host and check "
+                f"(ecc_dbe: uncorrectable ECC errors, the most in one {rate}; remapped_rows: "
+                f"memory rows it remapped after uncorrectable errors, the most in one {rate}; "
+                "xid: the XID code it raised). Its memory may hold wrong values: drain the host and check "
                 "the job's state."),
+        ),
+        # Expected unless observed: the hosts the job's ranks report, less the hosts
+        # dcgm-exporter reports GPUs on, while it reports GPUs on some host (a cluster
+        # without dcgm-exporter is not paged for it).
+        Alert(
+            name="Train_GPU_Unmapped",
+            expr=expr(f"""
+                count {c.by(L.job_id)} (
+                  {c.r(R.job_nodes)} unless {c.on(L.node)} {c.r(R.gpu_nodes)}
+                )
+                and on() (count({c.r(R.gpu_nodes)}) > 0)
+            """),
+            for_="15m",
+            severity="warning",
+            role="platform",
+            summary=f"GPUs of job {job} are not in dcgm-exporter's series",
+            description=(
+                f"{{{{ $value }}}} of the hosts the ranks of job {job} report in their "
+                f"{c.l(L.node)} label have no GPU in dcgm-exporter's series under that host "
+                "name, so the GPU alerts (TP imbalance, ECC) and panels are blind for them: "
+                "dcgm-exporter is missing on those hosts, or labels them with another name "
+                "(off Kubernetes it uses NODE_NAME, else its own, a container's, host name)."),
         ),
     )
     return Family(NAME, __doc__, rules)

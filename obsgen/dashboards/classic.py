@@ -172,6 +172,10 @@ def panel_builder(p: Panel, pid: int, grid: dm.GridPos, trace_link: dict | None)
         b.decimals(p.decimals)
     if p.no_value:
         b.no_value(p.no_value)
+    if p.mappings:
+        b.mappings([dm.ValueMap(options={value: dm.ValueMappingResult(text=text, color=color,
+                                                                       index=i)
+                                         for i, (value, text, color) in enumerate(p.mappings)})])
     if p.interval:
         b.interval(p.interval)
     for i, q in enumerate(p.queries):

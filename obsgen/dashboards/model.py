@@ -59,6 +59,7 @@ class Panel:
     max: float | None = None
     stack: bool = False
     no_value: str = ""  # text shown when a query returns nothing, e.g. "not set"
+    mappings: tuple[tuple[str, str, str], ...] = ()  # (value, text shown, colour): a stat's words
     decimals: int | None = None
     columns: tuple[tuple[str, str], ...] = ()  # table: (label or Value, header), in order
     sort_by: str = ""  # table: header of the column to sort by

@@ -102,7 +102,10 @@ class Telemetry:
         # after a restart: unix time of the previous processes' last completed step (the
         # launcher knows it); rank 0 then reports recovery time and the work lost
         self.failed_at = failed_at
-        self.node = node or socket.gethostname()
+        # the host name every exporter of the host must agree on: $NODE_NAME as the NCCL
+        # sidecar and dcgm-exporter read it (on Kubernetes the node name from the downward
+        # API; a pod's host name is the pod's), else the host name
+        self.node = node or os.environ.get("NODE_NAME") or socket.gethostname()
         self.start_time = time.time() if start_time is None else start_time
         self.port_base, self.addr, self.advertise = port_base, addr, advertise
         self.multiprocess_dir, self.sd_dir = multiprocess_dir, sd_dir

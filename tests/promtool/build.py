@@ -90,6 +90,22 @@ def render_family(family: str) -> str:
         group_eval_order=order)
 
 
+def fixture_with(family: str, cfg: Config, cases: dict, rule_dir: Path) -> str:
+    """The promtool test file of ``cases`` on ``family``'s rules as ``cfg`` renders them
+    (a user's config), those rules and the ones they read written under ``rule_dir``."""
+    files = pipeline.render_all(cfg)
+    names = [family]
+    for name in names:
+        names.extend(r for r in getattr(registry.by_name()[name], "REQUIRES", ()) if r not in names)
+    docs = [yaml.safe_load(files[f"rules/{n}.yaml"]) for n in names]
+    for n in names:
+        (rule_dir / f"{n}.yaml").write_text(files[f"rules/{n}.yaml"])
+    exprs = [r["expr"] for d in docs for g in d["groups"] for r in g["rules"]]
+    return support.build_file(
+        family, [str(rule_dir / f"{n}.yaml") for n in names], docs, reads(exprs, cfg), cases,
+        source="a test's config", group_eval_order=[g["name"] for d in docs for g in d["groups"]])
+
+
 def families() -> list[str]:
     return [f.NAME for f in registry.FAMILIES if (HERE / "cases" / f"{f.NAME}.py").exists()]
 

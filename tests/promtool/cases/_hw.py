@@ -29,8 +29,8 @@ def series(scr: dict, t: float, name: str, **match) -> list[tuple[dict, float]]:
 
 def sm_stddev(scr: dict, minute: float, node: str, gpus: range) -> float:
     """Population standard deviation of SM-active of GPUs ``gpus`` of ``node``."""
-    values = [v for l, v in series(scr, minute * MIN, M.DCGM_FI_PROF_SM_ACTIVE.key,
-                                  **{L.Hostname.key: node}) if int(l[L.gpu.key]) in gpus]
+    values = [v for l, v in series(scr, minute * MIN, M.DCGM_FI_PROF_SM_ACTIVE.key)
+              if node in (l.get(L.Hostname.key), l.get(L.hostname.key)) and int(l[L.gpu.key]) in gpus]
     return statistics.pstdev(values)
 
 

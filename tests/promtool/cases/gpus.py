@@ -4,12 +4,12 @@ label maps hosts to the job) unless the case runs on Kubernetes (dcgm-exporter's
 and kube-state-metrics' kube_pod_labels map each GPU)."""
 from obsgen.contract import L
 from obsgen.synth import Job, Restart
-from obsgen.synth_hw import EccErrors, Fleet, SlowGPU, Xid, gpu_uuid
+from obsgen.synth_hw import EccErrors, Fleet, RowRemap, SlowGPU, Xid, gpu_uuid
 
 from ..support import At, Case, Fired, Never
 from ._hw import MIN, scrapes, sm_stddev
 
-TP, ECC = "Train_TP_Imbalance", "Train_GPU_ECC"
+TP, ECC, UNMAPPED = "Train_TP_Imbalance", "Train_GPU_ECC", "Train_GPU_Unmapped"
 JOB = "llm-pretrain-a"
 
 
@@ -24,12 +24,56 @@ def ecc(node: str, gpu: int, signal: str, value: float) -> Fired:
 
 
 slow_bare = Fleet([Job(job_id=JOB)], faults=(SlowGPU("gpu-node-001", 2, start=10 * MIN),))
+slow_main = Fleet([Job(job_id=JOB)], dcgm_host_label=L.hostname.key,
+                  faults=(SlowGPU("gpu-node-001", 2, start=10 * MIN),))
+slow_main_k8s = Fleet([Job(job_id=JOB)], kubernetes=True, pod_per_rank=True, gpus_per_node=8,
+                      dcgm_host_label=L.hostname.key,
+                      faults=(SlowGPU("gpu-node-000", 1, start=10 * MIN),))
+# dcgm-exporter in a container without NODE_NAME: it names the host by the container's ID
+containers = {"gpu-node-000": "3f2a9c1b7d4e", "gpu-node-001": "b81e0f5a2c93"}
 slow_k8s = Fleet([Job(job_id=JOB)], kubernetes=True, pod_per_rank=True, gpus_per_node=8,
                  faults=(SlowGPU("gpu-node-000", 1, start=10 * MIN),))
 
 CASES = {
     "a healthy job on whole hosts fires nothing": Case(
-        [Fleet([Job(job_id=JOB)])], 60, [Never(TP), Never(ECC)]),
+        [Fleet([Job(job_id=JOB)])], 60, [Never(TP), Never(ECC), Never(UNMAPPED)]),
+    "dcgm-exporter's main branch (hostname, not Hostname): the slow GPU fires TP_Imbalance "
+    "for its host as with a release": Case(
+        [slow_main], 45,
+        [Never(TP, end=24), At(30, TP, (tp(slow_main, 30, "gpu-node-001"),)),
+         Never(ECC), Never(UNMAPPED)]),
+    "dcgm-exporter's main branch on Kubernetes: the slow GPU fires for the job's GPUs "
+    "only": Case(
+        [slow_main_k8s], 45,
+        [Never(TP, end=24), At(30, TP, (tp(slow_main_k8s, 30, "gpu-node-000"),)),
+         Never(UNMAPPED)]),
+    "dcgm-exporter's main branch: a double-bit ECC error fires with the GPU named": Case(
+        [Fleet([Job(job_id=JOB)], dcgm_host_label=L.hostname.key,
+               faults=(EccErrors("gpu-node-001", 3, at=20 * MIN),))], 30,
+        [Never(ECC, end=19.5), At(21, ECC, (ecc("gpu-node-001", 3, "ecc_dbe", 1),))]),
+    "with dcgm-exporter's default counters CSV (no ECC totals), a row remapped after an "
+    "uncorrectable error fires ECC for an hour as remapped_rows": Case(
+        [Fleet([Job(job_id=JOB)], counters="default",
+               faults=(RowRemap("gpu-node-000", 2, at=20 * MIN),))], 85,
+        [Never(ECC, end=19.5), At(20.5, ECC, (ecc("gpu-node-000", 2, "remapped_rows", 1),)),
+         At(79, ECC, (ecc("gpu-node-000", 2, "remapped_rows", 1),)), Never(ECC, start=81),
+         Never(UNMAPPED)]),
+    "a DBE and a row remap of the same GPU fire once, as ecc_dbe": Case(
+        [Fleet([Job(job_id=JOB)], faults=(EccErrors("gpu-node-000", 1, at=20 * MIN),
+                                          RowRemap("gpu-node-000", 1, at=20 * MIN)))], 30,
+        [At(21, ECC, (ecc("gpu-node-000", 1, "ecc_dbe", 1),))]),
+    "dcgm-exporter in containers without NODE_NAME (host names are container IDs) fires "
+    "Unmapped for the job's 2 hosts after 15 minutes, and nothing else can see its GPUs": Case(
+        [Fleet([Job(job_id=JOB)], dcgm_hostnames=containers,
+               faults=(SlowGPU("gpu-node-001", 2, start=10 * MIN),))], 40,
+        [Never(UNMAPPED, end=15), At(20, UNMAPPED, (Fired({L.job_id.key: JOB}, 2),)),
+         At(40, UNMAPPED, (Fired({L.job_id.key: JOB}, 2),)), Never(TP)]),
+    "one host whose dcgm-exporter reports its fully qualified name fires Unmapped for that "
+    "one host": Case(
+        [Fleet([Job(job_id=JOB)], dcgm_hostnames={"gpu-node-001": "gpu-node-001.cluster.local"})], 30,
+        [At(20, UNMAPPED, (Fired({L.job_id.key: JOB}, 1),)), Never(TP), Never(ECC)]),
+    "a cluster without dcgm-exporter is not paged for unmapped GPUs": Case(
+        [Fleet([Job(job_id=JOB)], dcgm=False)], 30, [Never(UNMAPPED), Never(TP), Never(ECC)]),
     "one GPU at 70% SM-active among 92% fires TP_Imbalance for its host only, after 15 "
     "minutes (bare metal: hosts from the ranks' node label)": Case(
         [slow_bare], 45,
@@ -40,10 +84,11 @@ CASES = {
         [slow_k8s], 45,
         [Never(TP, end=24), At(30, TP, (tp(slow_k8s, 30, "gpu-node-000"),)), Never(ECC)]),
     "on Kubernetes, idle GPUs beside a healthy job do not make it imbalanced": Case(
-        [Fleet([Job(job_id=JOB)], kubernetes=True, gpus_per_node=8)], 45, [Never(TP), Never(ECC)]),
+        [Fleet([Job(job_id=JOB)], kubernetes=True, gpus_per_node=8)], 45,
+        [Never(TP), Never(ECC), Never(UNMAPPED)]),
     "a restart with a 3-minute gap onto other hosts fires nothing": Case(
         [Fleet([Job(job_id=JOB, faults=(Restart(at=30 * MIN, gap=3 * MIN),))])], 70,
-        [Never(TP), Never(ECC)]),
+        [Never(TP), Never(ECC), Never(UNMAPPED)]),
     "a double-bit ECC error on a GPU of the job fires at once and for an hour": Case(
         [Fleet([Job(job_id=JOB)], faults=(EccErrors("gpu-node-000", 1, at=20 * MIN),))], 85,
         [Never(ECC, end=19.5), At(20.5, ECC, (ecc("gpu-node-000", 1, "ecc_dbe", 1),)),
