@@ -28,6 +28,9 @@ DEFAULTS: dict[str, Any] = {
     "metrics": {},
     # Renames, contract label key -> label name in your Prometheus.
     "labels": {},
+    # Megatron's --log-interval (its default is 100) with presets: [megatron-otel]: it records
+    # its step-time histogram once per interval, the interval's mean; required with that preset.
+    "megatron_log_interval": None,
     # Kubernetes pod label that holds the job id (e.g. training.kubeflow.org/job-name), read
     # on kube-state-metrics' kube_pod_labels under the name it publishes (jobName -> label_job_name).
     "pod_job_label": "job_id",
@@ -245,6 +248,12 @@ class Config:
     def label(self, key: str) -> str:
         return _effective(self.data, "labels").get(key, key)
 
+    def steps_per_observation(self, key: str) -> int:
+        """Training steps one observation of histogram ``key`` stands for: 1, or the config
+        setting a preset names for it (Megatron's log interval) while the preset's name
+        for the metric is the one read."""
+        return _steps_per_observation(self.data, key) or 1
+
     def scale(self, key: str) -> float:
         """Factor from the unit the source publishes a metric's sums in to the contract's."""
         from .presets import PRESETS
@@ -252,6 +261,17 @@ class Config:
         for name in self.data.get("presets", ["default"]):
             factor = PRESETS[name].scales.get(key, factor)
         return factor
+
+
+def _steps_per_observation(data: dict, key: str) -> int | None:
+    """The preset setting behind ``key``'s cadence (None when unset), or 1."""
+    from .presets import PRESETS
+    name = _effective(data, "metrics").get(key, key)
+    for preset in data.get("presets", ["default"]):
+        p = PRESETS[preset]
+        if key in p.cadence and p.metrics.get(key) == name:
+            return data.get(p.cadence[key])
+    return 1
 
 
 def _effective(data: dict, section: str) -> dict[str, str]:
@@ -379,6 +399,13 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
         if name in ("le", "quantile") or name.startswith("__"):
             out.append((f"labels.{key}", f"{name!r} is reserved by Prometheus (histogram buckets, "
                                          "summaries or internal labels)"))
+    from .presets import PRESETS
+    for preset in data.get("presets", ["default"]):
+        for key, setting in PRESETS[preset].cadence.items():
+            if _steps_per_observation(data, key) is None:
+                out.append((setting, f"required with presets: [{preset}]: it records "
+                                     f"{key} once per log interval, the interval's mean; set "
+                                     "it to the job's --log-interval (Megatron's default is 100)"))
     for section in ("windows", "thresholds"):
         for key, value in data.get(section, {}).items():
             if isinstance(value, str) and seconds(value) <= 0:

@@ -22,6 +22,8 @@ class Preset:
     metrics: dict[str, str] = field(default_factory=dict)  # contract key -> published name
     labels: dict[str, str] = field(default_factory=dict)
     scales: dict[str, float] = field(default_factory=dict)  # contract key -> factor to contract unit
+    # contract key -> the config setting that says how many steps one observation stands for
+    cadence: dict[str, str] = field(default_factory=dict)
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
@@ -41,22 +43,41 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset(
         "megatron-otel",
         source="Megatron-LM's OpenTelemetry training metrics (megatron.training.*, recorded by "
-               "megatron/core/telemetry/training_metrics.py through nemo-lens), as the OTel "
+               "megatron/core/telemetry/training_metrics.py through NeMo Lens), as the OTel "
                "collector's Prometheus exporter names them",
-        assumes="the collector's prometheus exporter with its defaults (add_metric_suffixes: true, "
-                "so units become suffixes: step_duration_ms with unit ms turns into "
-                "..._ms_milliseconds) and resource_to_telemetry_conversion enabled, so the "
-                "resource attributes nemo.run.id and nv.dl.rank become the labels nemo_run_id and "
-                "nv_dl_rank; Megatron exports from one rank unless its rank strategy is set to "
-                "all ranks, which per-rank rules (stragglers, rank failure) need",
-        covers="the gradient alerts (grad norm, loss) and step-time panels; compute time, "
-               "checkpoints, world size and pipeline timings are not published by Megatron: run "
-               "obsgen.instrument next to it for those",
+        assumes="the collector's prometheus exporter with its defaults (add_metric_suffixes: "
+                "true, so step_duration_ms with unit ms turns into ..._ms_milliseconds) and "
+                "resource_to_telemetry_conversion enabled, so Lens' resource attributes "
+                "nemo.run.id and dl.rank become the labels nemo_run_id and dl_rank; "
+                "MEGATRON_OTEL_EXPORT_STRATEGY=all_ranks (the default, single_rank, exports "
+                "from the last rank only, and per-rank rules need every rank); the run id the "
+                "same on every rank: Lens takes MEGATRON_OTEL_RUN_ID (or NEMO_LENS_RUN_ID), "
+                "else SLURM_JOB_ID, else a random id per process, so off Slurm set it, to the "
+                "job id obsgen.instrument and the NCCL sidecar report when they run beside it "
+                "(their series carry job_id and rank: copy them into nemo_run_id and dl_rank "
+                "at the scrape, examples/prometheus/megatron-otel-mixed.yaml); "
+                "megatron_log_interval set to the job's --log-interval: Megatron records its "
+                "step histogram once per interval with the interval's mean, so a step count "
+                "is the observations times the interval, and every read of the histogram "
+                "spans at least that many progress windows",
+        covers="the gradient alerts (grad norm, loss), the step-time regression and the "
+               "step-time panels; compute time, checkpoints, world size and pipeline "
+               "timings are not published by Megatron: run obsgen.instrument beside it for "
+               "those, and keep its per-step histogram with metrics: {train_step_seconds: "
+               "train_step_seconds}: it needs no megatron_log_interval, answers within the "
+               "progress window instead of log-interval times it, and carries the stage label "
+               "the pipeline family groups by, which Megatron's series lack",
+        checked="NeMo Lens v0.2.0 and v0.1.0 (providers.py: the resource attribute dl.rank; "
+                "handle.py: the run id fallback; strategies.py) and Megatron-LM main at "
+                "d98e8a6 (2026-08-22; training.py records once per --log-interval and at "
+                "the first iteration, training_config.py: log_interval 100); the label "
+                "nv_dl_rank an earlier obsgen read exists only in a fork",
         metrics={M.train_step_seconds.key: "megatron_training_step_duration_ms_milliseconds",
                  M.train_loss.key: "megatron_training_loss",
                  M.train_grad_norm.key: "megatron_training_grad_norm"},
-        labels={L.job_id.key: "nemo_run_id", L.rank.key: "nv_dl_rank"},
+        labels={L.job_id.key: "nemo_run_id", L.rank.key: "dl_rank"},
         scales={M.train_step_seconds.key: 0.001},  # milliseconds to seconds
+        cadence={M.train_step_seconds.key: "megatron_log_interval"},
     ),
     Preset(
         "dcgm",

@@ -117,9 +117,25 @@ class Ctx:
         """``rate(<selector>[window])`` (or increase; ``match`` as in ``m``); a histogram's
         ``_sum`` published in another unit (a preset's scale, e.g. milliseconds) is brought
         to the contract's."""
+        window, factor = self.observed(metric, suffix, window)
         expr = f"{fn}({self.m(metric, suffix, match=match)}[{window}])"
-        scale = self.cfg.scale(metric.key) if suffix == "_sum" else 1.0
-        return expr if scale == 1.0 else f"({expr} * {number(scale)})"
+        return expr if factor == 1.0 else f"({expr} * {number(factor)})"
+
+    def observed(self, metric: contract.Metric, suffix: str, window: str) -> tuple[str, float]:
+        """The window to read a histogram's ``_sum`` or ``_count`` over and the factor to
+        bring its increase to the contract's: the preset's unit scale (sums), and for a
+        source that records one observation (the interval's mean) per n steps, as
+        Megatron does once per --log-interval, n per observation and a window of at least
+        n progress windows, which holds two observations at the step time the progress
+        window allows (2 steps per window)."""
+        from .config import duration, seconds
+        factor = self.cfg.scale(metric.key) if suffix == "_sum" else 1.0
+        n = self.cfg.steps_per_observation(metric.key) if suffix in ("_sum", "_count") else 1
+        if n > 1:  # a Grafana variable ($__rate_interval) gives way to the rate window
+            factor *= n
+            base = self.w("rate") if window.startswith("$") else window
+            window = duration(max(seconds(base), n * seconds(self.w("progress"))))
+        return window, factor
 
     def r(self, rec: contract.Recorded, extra: tuple[str, ...] = ()) -> str:
         """Selector of a recorded series (``extra``: matchers already written out)."""

@@ -19,8 +19,11 @@ NAMES = registry.alert_names()
 
 
 def with_presets(*names: str) -> config.Config:
+    """The defaults with ``names``; Megatron at log interval 1 (one observation per step:
+    tests/test_megatron_cadence.py reads the others)."""
     cfg = config.Config(copy.deepcopy(config.DEFAULTS), "(test)")
     cfg.data["presets"] = list(names)
+    cfg.data["megatron_log_interval"] = 1
     return cfg
 
 
@@ -60,19 +63,34 @@ def test_dcgm_names_are_the_contracts_gpu_names():
 
 def test_config_renames_win_over_presets(tmp_path):
     f = tmp_path / "c.yaml"
-    f.write_text("presets: [megatron-otel]\nlabels: {job_id: run}\n")
+    f.write_text("presets: [megatron-otel]\nmegatron_log_interval: 100\nlabels: {job_id: run}\n")
     cfg = config.load(f, alert_names=NAMES)
-    assert cfg.label("job_id") == "run" and cfg.label("rank") == "nv_dl_rank"
+    assert cfg.label("job_id") == "run" and cfg.label("rank") == "dl_rank"
+    assert cfg.steps_per_observation("train_step_seconds") == 100
     assert cfg.metric("train_grad_norm") == "megatron_training_grad_norm"
 
 
 BAD = {
     "an unknown preset": ("presets: [nemo]\n", "c.yaml: presets.0: must be one of default, megatron-otel, dcgm, got 'nemo'"),
     "a rename onto a preset's name": (
-        "presets: [megatron-otel]\nmetrics: {train_loss: megatron_training_grad_norm}\n",
+        "presets: [megatron-otel]\nmegatron_log_interval: 100\n"
+        "metrics: {train_loss: megatron_training_grad_norm}\n",
         "c.yaml: metrics.train_grad_norm: 'megatron_training_grad_norm' is also the name of metrics.train_loss"),
     "no preset at all": ("presets: []\n", "c.yaml: presets: must list at least 1 item, got []"),
+    "Megatron's step histogram without its log interval": (
+        "presets: [megatron-otel]\n",
+        "c.yaml: megatron_log_interval: required with presets: [megatron-otel]"),
+    "a log interval of 0": (
+        "presets: [megatron-otel]\nmegatron_log_interval: 0\n",
+        "c.yaml: megatron_log_interval: must be"),
 }
+
+
+def test_the_instruments_step_histogram_needs_no_log_interval(tmp_path):
+    """Megatron's loss and grad norm with obsgen.instrument's per-step histogram."""
+    f = tmp_path / "c.yaml"
+    f.write_text("presets: [megatron-otel]\nmetrics: {train_step_seconds: train_step_seconds}\n")
+    assert config.load(f, alert_names=NAMES).steps_per_observation("train_step_seconds") == 1
 
 
 @pytest.mark.parametrize("case", BAD, ids=list(BAD))
@@ -98,9 +116,9 @@ def test_megatron_series_drive_the_same_rules(tmp_path):
            "evaluation_interval": "30s", "tests": [{
                "interval": "30s",
                "input_series": [
-                   {"series": f'{step}_sum{{nemo_run_id="run-7", nv_dl_rank="31"}}', "values": "0+30000x20"},
-                   {"series": f'{step}_count{{nemo_run_id="run-7", nv_dl_rank="31"}}', "values": "0+20x20"},
-                   {"series": 'megatron_training_grad_norm{nemo_run_id="run-7", nv_dl_rank="31"}',
+                   {"series": f'{step}_sum{{nemo_run_id="run-7", dl_rank="31"}}', "values": "0+30000x20"},
+                   {"series": f'{step}_count{{nemo_run_id="run-7", dl_rank="31"}}', "values": "0+20x20"},
+                   {"series": 'megatron_training_grad_norm{nemo_run_id="run-7", dl_rank="31"}',
                     "values": "1 1 NaN NaN NaN NaN"}],
                # 1500 ms per step, read as 1.5 s (to float precision)
                "promql_expr_test": [{"expr": "abs(job:train_step_seconds:mean5m - 1.5) < bool 1e-9",

@@ -1,5 +1,5 @@
 """examples/prometheus/drop-unread-buckets.yaml drops exactly the bucket series that no
-rule or panel obsgen renders reads, and Prometheus accepts it."""
+rule or panel obsgen renders reads, and Prometheus accepts it and the other examples."""
 from __future__ import annotations
 
 import copy
@@ -7,6 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from obsgen import contract, pipeline
@@ -42,8 +43,9 @@ def test_the_regex_names_every_histogram_whose_buckets_nothing_reads():
     assert dropped == buckets - read
 
 
-def test_promtool_accepts_the_scrape_job(tmp_path):
+@pytest.mark.parametrize("example", [EXAMPLE.name, "megatron-otel-mixed.yaml"])
+def test_promtool_accepts_the_scrape_job(tmp_path, example):
     cfg = tmp_path / "prometheus.yml"
-    cfg.write_text(EXAMPLE.read_text())
+    cfg.write_text((EXAMPLE.parent / example).read_text())
     res = subprocess.run(["promtool", "check", "config", str(cfg)], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr

@@ -92,7 +92,7 @@ def build(c: Ctx) -> Family:
             summary=f"Ranks of job {job} stopped making progress",
             description=(
                 f"{{{{ $value }}}} of the ranks of job {job} completed no step in the last "
-                f"{progress} (world size from {c.mname(M.train_world_size)}): they died, hung, "
+                f"{c.observed(M.train_step_seconds, '_count', progress)[0]} (world size from {c.mname(M.train_world_size)}): they died, hung, "
                 "or are no longer scraped. The job cannot continue without them."),
         ),
     )

@@ -41,14 +41,19 @@ class Context:
     counters: frozenset[str]
     job_series: frozenset[str]
     job_label: str = "job_id"
+    # histogram series a source records once per several steps (Megatron's log interval):
+    # read over the fixed window the rules use, which holds two of its observations
+    sparse: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, cfg: Config, families: list[Family]) -> "Context":
-        known, counters, job_series = set(), set(), set()
+        known, counters, job_series, sparse = set(), set(), set(), set()
         for m in contract.METRICS.values():
             name = cfg.metric(m.key)
             names = [name + s for s in ("_bucket", "_sum", "_count")] if m.type == contract.HISTOGRAM else [name]
             known.update(names)
+            if cfg.steps_per_observation(m.key) > 1:
+                sparse.update(names)
             if m.type in (contract.COUNTER, contract.HISTOGRAM):
                 counters.update(names)
             if "job_id" in m.labels:
@@ -60,7 +65,7 @@ class Context:
                 if rec.name in recorded and "job_id" in recorded[rec.name].labels:
                     job_series.add(rec.name)
         return cls(frozenset(known), frozenset(counters), frozenset(job_series),
-                   cfg.label("job_id"))
+                   cfg.label("job_id"), frozenset(sparse))
 
 
 # the dashboard, whatever its format ---------------------------------------------------
@@ -326,7 +331,8 @@ def target_rate_interval(d: Dashboard, ctx: Context) -> list[str]:
             if type(node).__name__ != "MatrixSelector" or not parents:
                 continue
             func = _func(parents[-1])
-            if func in RATE_FUNCS and node.range != rate:
+            if (func in RATE_FUNCS and node.range != rate
+                    and node.vector_selector.name not in ctx.sparse):
                 out.append(f"{d.title}: {p.title}: query {t.ref}: {func}() over "
                            f"{node.vector_selector.name} must use $__rate_interval")
     return out

@@ -97,10 +97,11 @@ class Q:
     # expressions ---------------------------------------------------------------------
     def rate(self, metric: Metric, suffix: str = "", **sel) -> str:
         """rate() over $__rate_interval; a ``_sum`` a preset publishes in another unit is
-        scaled to the contract's, as the rules do (promql.Ctx.rate)."""
-        expr = f"rate({self.m(metric, suffix, **sel)}[{RATE}])"
-        scale = self.c.cfg.scale(metric.key) if suffix == "_sum" else 1.0
-        return expr if scale == 1.0 else f"({expr} * {number(scale)})"
+        scaled to the contract's, and a source that records once per n steps is read as
+        the rules read it (promql.Ctx.observed)."""
+        window, factor = self.c.observed(metric, suffix, RATE)
+        expr = f"rate({self.m(metric, suffix, **sel)}[{window}])"
+        return expr if factor == 1.0 else f"({expr} * {number(factor)})"
 
     def mean(self, metric: Metric, by: tuple[Label, ...], **sel) -> str:
         """Mean of a histogram per observation over the rate window: _sum / _count,
