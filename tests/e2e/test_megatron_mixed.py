@@ -78,6 +78,9 @@ def test_the_preset_joins_megatron_and_the_instrument(procs, tmp_path):
                 cwd=harness.ROOT)
     cfg = config.Config(copy.deepcopy(config.DEFAULTS), "(test)")
     cfg.data["presets"], cfg.data["megatron_log_interval"] = ["megatron-otel"], 1
+    # every group at the global 1 s interval: a 2m facts group would first run at an
+    # offset of up to 2 minutes
+    cfg.data["facts_interval"], cfg.data["family_intervals"] = None, None
     files = pipeline.render_all(cfg)
     for fam in ("ranks", "checkpoints"):
         (tmp_path / f"{fam}.yaml").write_text(files[f"rules/{fam}.yaml"])
@@ -101,11 +104,17 @@ def test_the_preset_joins_megatron_and_the_instrument(procs, tmp_path):
         res = p.query(expr)
         return float(res[0]["value"][1]) if len(res) == 1 else None
 
-    logs = lambda: "\n".join(procs.log(n) for n in ("mixed-prometheus", "mixed-instrument",
-                                                      "mixed-collector"))
+    def logs() -> str:
+        targets = [(t["scrapePool"], t["health"], t["lastError"])
+                   for t in p.api("targets")["activeTargets"]]
+        return "\n".join([f"targets: {targets}", f"sd: {sorted(x.name for x in sd.iterdir())}"]
+                         + [f"{n}: {procs.log(n, 800)}" for n in ("mixed-instrument",
+                                                                   "mixed-collector")])
+    harness.wait_until("the instrument's targets", lambda: len(list(sd.glob("*.json"))) == RANKS,
+                       120, on_fail=logs)
     # the instrument's world size, under Megatron's run label
     harness.wait_until("the world size", lambda: value(R.world_size.name + run) == RANKS,
-                       90, on_fail=logs)
+                       60, on_fail=logs)
     # every rank progresses, counted from Megatron's step histogram
     harness.wait_until("the ranks progressing",
                        lambda: value(R.ranks_progressing.name.format(**cfg["windows"]) + run) == RANKS,
