@@ -153,9 +153,10 @@ def markdown(results: dict) -> str:
             "counts a subquery's inner samples only partly, so the naive straggler rule's count "
             "is low); growth exponent k of cost ~ N^k from the smallest to the largest size. "
             "A group evaluated less often than every 30 s (a facts group, job shape and "
-            "placement, every 2m, `facts_interval`; the families of `family_intervals` every "
-            "1m or 2m) counts in the totals per 30 s in proportion: a 2m group a quarter, a "
-            "1m group half.", "",
+            "placement, every 2m, `facts_interval`, the straggler family's mesh every 4m, "
+            "`facts_intervals`; the families of `family_intervals` every 1m or 2m) counts in "
+            "the totals per 30 s in proportion: a 4m group an eighth, a 2m group a quarter, "
+            "a 1m group half.", "",
             "| group | " + " | ".join(f"{s['ranks']:,}" for s in ss)
             + f" | samples at {N:,} | k | naive rule at {N:,} | naive / obsgen |",
             "|---|" + "---:|" * (len(ss) + 4)]

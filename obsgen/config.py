@@ -128,6 +128,12 @@ DEFAULTS: dict[str, Any] = {
     # rule_interval, and null for the whole key evaluates every family at rule_interval.
     "family_intervals": {"pipeline": "1m", "checkpoints": "2m", "gpus": "1m", "fabric": "1m",
                          "recovery": "2m", "nccl": "1m", "panels": "5m"},
+    # Facts interval of single families where their facts may wait longer than
+    # facts_interval: the straggler family's mesh (each rank's place, the ranks per
+    # position) every 4m, since no rank is flagged before its stage has two rate windows
+    # behind it. Below the 5m lookback, so a fact never lapses between evaluations; null
+    # (or absent) takes facts_interval.
+    "facts_intervals": {"stragglers": "4m"},
     # Alert families to render, in registry order; null renders all of them (panels: see dashboards.records).
     "families": None,
     # Rule file format: prometheus, prometheus-operator, mimir or thanos (obsgen.targets).
@@ -207,12 +213,14 @@ def group_interval(cfg, family: str | None = None) -> str | None:
 
 def facts_interval(cfg, family: str | None = None) -> str | None:
     """The interval of a facts group as rendered (of ``family``'s, when given):
-    ``facts_interval``, or its family's group interval when that is longer (facts are
+    its ``facts_intervals`` entry or ``facts_interval``, or its family's group interval
+    when that is longer (facts are
     never evaluated more often than the rules); None when facts are recorded in their
     family's group."""
     if not cfg["facts_interval"]:
         return None
-    return _longest(cfg["facts_interval"], group_interval(cfg, family))
+    own = (cfg["facts_intervals"] or {}).get(family) if family else None
+    return _longest(own or cfg["facts_interval"], group_interval(cfg, family))
 
 
 def seconds(duration: str) -> float:
@@ -320,6 +328,7 @@ def schema(alert_names: list[str] | None = None) -> dict[str, Any]:
     props["presets"]["items"] = {"enum": list(PRESETS)}
     from .registry import FAMILIES  # the families import this module: import them late
     props["family_intervals"]["propertyNames"] = {"enum": [f.NAME for f in FAMILIES]}
+    props["facts_intervals"]["propertyNames"] = {"enum": [f.NAME for f in FAMILIES]}
     if alert_names is not None:
         props["alerts"]["properties"] = {a: {"$ref": "#/$defs/alert_override"} for a in alert_names}
     return doc
@@ -413,9 +422,10 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
     for key in ("rule_interval", "facts_interval"):
         if data.get(key) and seconds(data[key]) <= 0:
             out.append((key, f"must be a duration above zero, got {data[key]!r}"))
-    for family, value in (data.get("family_intervals") or {}).items():
-        if value and seconds(value) <= 0:
-            out.append((f"family_intervals.{family}", f"must be a duration above zero, got {value!r}"))
+    for key in ("family_intervals", "facts_intervals"):
+        for family, value in (data.get(key) or {}).items():
+            if value and seconds(value) <= 0:
+                out.append((f"{key}.{family}", f"must be a duration above zero, got {value!r}"))
     for label, value in data.get("selector", {}).items():
         op, text = ("=", value) if isinstance(value, str) else next(iter(value.items()))
         path = f"selector.{label}" if isinstance(value, str) else f"selector.{label}.{op}"

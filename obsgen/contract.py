@@ -401,6 +401,11 @@ RECORDED: dict[str, Recorded] = {
                  "1 per rank that reports its place in the mesh: its TP group, its positions "
                  "in its TP, CP and EP groups, and whether it reports its wait inside compute "
                  "(a fact of the job's shape, recorded every facts_interval)"),
+        Recorded("mesh_combos", "job_stage:train_rank_mesh:combos",
+                 ("job_id", "stage", "tp_rank", "cp_rank", "ep_rank"),
+                 "ranks of a stage at each combination of positions in their TP, CP and EP "
+                 "groups: the place of every rank read once for the positions (a fact of the "
+                 "job's shape)"),
         Recorded("mesh_positions", "job_stage:train_rank_mesh:positions",
                  ("job_id", "stage", "mesh_axis", "mesh_position"),
                  "ranks of a stage at each position of its TP, CP and EP groups: the number of "

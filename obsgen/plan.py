@@ -140,10 +140,12 @@ def plan(s: Shape, windows: dict[str, str] | None = None,
                  else "job")
         # the late-arrival ratio: one series per rank and aligned group
         per = s.aligned_groups() if scope == "rank" and L.group.key in r.labels else 1
-        if r in (R.rank_place, R.mesh_positions) and not s.mesh_info:
+        if r in (R.rank_place, R.mesh_combos, R.mesh_positions) and not s.mesh_info:
             continue  # the mesh facts come from the mesh info
         if r is R.mesh_positions:  # each TP, CP and EP position of the stage (CP not modelled: 1)
             per = s.tp + 1 + s.ep
+        if r is R.mesh_combos:  # each combination of those positions in the stage
+            per = s.tp * s.ep
         lines.append(Line(name, "recorded", scope, per, per * units[scope], "rules"))
     return lines
 

@@ -56,10 +56,11 @@ def durations(cfg: Config) -> dict[str, tuple[float, float]]:
         out[f"thresholds.{k}"] = (seconds(DEFAULTS["thresholds"][k]), seconds(cfg["thresholds"][k]))
     if DEFAULTS["facts_interval"] and cfg["facts_interval"]:
         out["facts_interval"] = (seconds(DEFAULTS["facts_interval"]), seconds(cfg["facts_interval"]))
-    defaults, configured = DEFAULTS["family_intervals"] or {}, cfg["family_intervals"] or {}
-    for k in dict.fromkeys([*defaults, *configured]):
-        d, c = defaults.get(k), configured.get(k)
-        out[f"family_intervals.{k}"] = (seconds(d) if d else 0, seconds(c) if c else 0)
+    for key in ("family_intervals", "facts_intervals"):
+        defaults, configured = DEFAULTS[key] or {}, cfg[key] or {}
+        for k in dict.fromkeys([*defaults, *configured]):
+            d, c = defaults.get(k), configured.get(k)
+            out[f"{key}.{k}"] = (seconds(d) if d else 0, seconds(c) if c else 0)
     for name, for_ in default_fors().items():
         got = cfg["alerts"].get(name, {}).get("for", for_)
         out[f"alerts.{name}.for"] = (seconds(for_), seconds(got))
@@ -102,6 +103,8 @@ def profile(factor: float) -> dict:
         "facts_interval": duration(seconds(DEFAULTS["facts_interval"]) / factor),
         "family_intervals": {k: duration(seconds(v) / factor)
                              for k, v in DEFAULTS["family_intervals"].items() if v},
+        "facts_intervals": {k: duration(seconds(v) / factor)
+                            for k, v in DEFAULTS["facts_intervals"].items() if v},
     }
 
 

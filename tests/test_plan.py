@@ -24,12 +24,12 @@ def test_a_dense_data_parallel_job_of_8_ranks_by_hand():
     # checkpoint age at failure = 4. One host of 8 GPUs: 12 DCGM series per GPU = 96,
     # 8 HCAs x 3 + uname = 25, its pod's kube_pod_labels = 1, the sidecar's skew and tail
     # histograms 2 x 22 and 5 exporter series = 49. Recorded: 11 per rank, 2 per stage
-    # and 3 mesh positions (TP, CP and EP position 0), 26 per job, 6 per host, 8 per GPU (at most: the straggler flag, share, lockstep,
+    # 3 mesh positions (TP, CP and EP position 0) and 1 combination of them, 26 per job, 6 per host, 8 per GPU (at most: the straggler flag, share, lockstep,
     # position and pattern records and the late-arrival flag, position and pattern exist
     # only for ranks that straggled or arrived late, the error records only for GPUs with
     # an event).
     assert totals(Shape(ranks=8)) == {"scraped": 126 * 8 + 4 + 96 + 25 + 1 + 49,
-                                      "recorded": 11 * 8 + 2 + 3 + 26 + 6 + 8 * 8, "per_rank": 126}
+                                      "recorded": 11 * 8 + 2 + 3 + 1 + 26 + 6 + 8 * 8, "per_rank": 126}
 
 
 def test_the_unread_buckets_of_a_dense_job_of_8_ranks_by_hand():

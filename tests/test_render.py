@@ -57,7 +57,8 @@ def test_one_rule_file_per_family_in_registry_order():
 
 def test_facts_have_their_own_group_at_the_facts_interval_and_nothing_else_does():
     """A family's facts (job shape and placement) go to obsgen-<family>-facts at
-    facts_interval, after the family's group; its signals and alerts stay at
+    facts_interval (the straggler mesh at its facts_intervals entry), after the family's
+    group; its signals and alerts stay at
     rule_interval (or their family's interval). With facts_interval null, every family is
     one group as before."""
     data = copy.deepcopy(config.DEFAULTS)
@@ -73,8 +74,9 @@ def test_facts_have_their_own_group_at_the_facts_interval_and_nothing_else_does(
         main = config.DEFAULTS["family_intervals"].get(family) or "30s"
         assert groups[0]["name"] == f"obsgen-{family}" and groups[0]["interval"] == main
         assert not {r.get("record") for r in groups[0]["rules"]} & facts, path
+        every = config.DEFAULTS["facts_intervals"].get(family) or "2m"
         for g in groups[1:]:
-            assert (g["name"], g["interval"]) == (f"obsgen-{family}-facts", "2m"), path
+            assert (g["name"], g["interval"]) == (f"obsgen-{family}-facts", every), path
             assert {r.get("record") for r in g["rules"]} <= facts, path
     data["rule_interval"] = "5m"  # facts are never evaluated more often than the rules
     groups = yaml.safe_load(pipeline.render_all(config.Config(data, "(test)"))["rules/gpus.yaml"])["groups"]
