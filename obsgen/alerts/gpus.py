@@ -106,10 +106,11 @@ HOST = (L.Hostname, L.hostname)  # dcgm-exporter's host label: releases, then ma
 def to_node(c: Ctx, e: str) -> str:
     """``e`` (dcgm-exporter labels) with its host name copied into the contract's node
     label, from ``Hostname`` (releases up to 4.5.3) or ``hostname`` (main since #655),
-    whichever the series carries: a series has one of them, and the one it lacks copies
-    nothing (``(.+)`` does not match an empty label)."""
-    inner = f'label_replace({e}, {quote(c.l(L.node))}, "$1", {quote(c.l(L.Hostname))}, "(.+)")'
-    return f'label_replace({inner}, {quote(c.l(L.node))}, "$1", {quote(c.l(L.hostname))}, "(.+)")'
+    whichever the series carries: a series has one of them, and the two joined with no
+    separator are that one. One label_join, where a label_replace per label built every
+    GPU's label set twice."""
+    return (f'label_join({e}, {quote(c.l(L.node))}, "", {quote(c.l(L.Hostname))}, '
+            f'{quote(c.l(L.hostname))})')
 
 
 def per_gpu(c: Ctx, e: str) -> str:
