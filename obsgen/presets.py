@@ -71,7 +71,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                 "handle.py: the run id fallback; strategies.py) and Megatron-LM main at "
                 "d98e8a6 (2026-08-22; training.py records once per --log-interval and at "
                 "the first iteration, training_config.py: log_interval 100); the label "
-                "nv_dl_rank an earlier obsgen read exists only in a fork",
+                "nv_dl_rank an earlier obsgen read is in neither Lens release",
         metrics={M.train_step_seconds.key: "megatron_training_step_duration_ms_milliseconds",
                  M.train_loss.key: "megatron_training_loss",
                  M.train_grad_norm.key: "megatron_training_grad_norm"},
