@@ -596,3 +596,11 @@ class _Names:
 M = _Names(METRICS)
 L = _Names(LABELS)
 R = _Names(RECORDED)
+
+# The dcgm-exporter fields obsgen reads that its default counters CSV (4.5.3) leaves out,
+# commented out or not listed: examples/dcgm-exporter/obsgen-counters.csv enables them.
+DCGM_NOT_IN_DEFAULT_CSV = frozenset(m.key for m in (
+    M.DCGM_FI_PROF_SM_ACTIVE, M.DCGM_FI_PROF_NVLINK_TX_BYTES, M.DCGM_FI_PROF_NVLINK_RX_BYTES,
+    M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,
+    M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, M.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
+    M.DCGM_FI_DEV_CLOCKS_EVENT_REASONS))

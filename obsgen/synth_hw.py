@@ -34,18 +34,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from .contract import L, M
+from .contract import DCGM_NOT_IN_DEFAULT_CSV, L, M
 from .synth import STALE, Job, Scrape, gpu_uuid
 
 MODEL = "NVIDIA H100 80GB HBM3"
 # NVML clock event (throttle) reasons, as DCGM_FI_DEV_CLOCKS_EVENT_REASONS holds them.
 GPU_IDLE, SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL = 0x1, 0x4, 0x8, 0x20, 0x40
-# What dcgm-exporter's default counters CSV (4.5.3) leaves out of the fields modelled here.
-NOT_IN_DEFAULT_CSV = frozenset(m.key for m in (
-    M.DCGM_FI_PROF_SM_ACTIVE, M.DCGM_FI_PROF_NVLINK_TX_BYTES, M.DCGM_FI_PROF_NVLINK_RX_BYTES,
-    M.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,
-    M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, M.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
-    M.DCGM_FI_DEV_CLOCKS_EVENT_REASONS))
 
 
 # Faults -------------------------------------------------------------------------------
@@ -303,7 +297,7 @@ class _FleetSim:
                         M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL.key: 0.0,
                         M.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL.key: 0.0}
             for name, v in {**gauges, **counters}.items():
-                if f.counters == "default" and name in NOT_IN_DEFAULT_CSV:
+                if f.counters == "default" and name in DCGM_NOT_IN_DEFAULT_CSV:
                     continue
                 out.samples[_key(name, **labels)] = v
 

@@ -51,12 +51,9 @@ class MegatronJob:
     def logged(self, t: float) -> list[tuple[int, float]]:
         """(iteration, step_duration_ms) of every record_training_metrics call by ``t``."""
         done = math.floor((t - self.start) / self.step_seconds) + 1 if t >= self.start else 0
-        out, last = [], 0
-        for it in range(1, done + 1):
-            if it == 1 or it % self.log_interval == 0:
-                out.append((it, (it - last) * self.step_seconds * 1000.0 / (it - last)))
-                last = it
-        return out
+        # every step takes step_seconds, so the interval's mean is that
+        return [(it, self.step_seconds * 1000.0) for it in range(1, done + 1)
+                if it == 1 or it % self.log_interval == 0]
 
     def series(self, minutes: float, scrape: float = 30.0) -> dict[str, list]:
         """{series in promtool notation: values per scrape}; None before the first record

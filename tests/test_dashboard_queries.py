@@ -121,6 +121,22 @@ CASES = {
         {**HOSTS, **{f'DCGM_FI_DEV_GPU_TEMP{{UUID="GPU-{h}{g}", gpu="{g}", Hostname="{h}", pod="p{g}"}}': f"{60 + g + 10 * (h == 'n2')}x60"
                      for (h, g) in REASONS}},
         {f'{{{JOB_A}, node="n1"}}': 62, f'{{{JOB_A}, node="n2"}}': 70}),
+    # GPU counters collected: A SM-active, E the DBE counter, J temperature (contract order)
+    "a field no GPU reports reads 0, which the panel shows as not collected": (
+        ("hardware", "GPU counters collected", "A"),
+        {**HOSTS, **{f'DCGM_FI_DEV_GPU_TEMP{{UUID="GPU-{h}{g}", gpu="{g}", Hostname="{h}"}}': "60x60"
+                     for (h, g) in REASONS}},
+        {"{}": 0}),
+    "a field counts the job's GPUs that report it, not another job's": (
+        ("hardware", "GPU counters collected", "J"),
+        {**HOSTS, **{f'DCGM_FI_DEV_GPU_TEMP{{UUID="GPU-{h}{g}", gpu="{g}", Hostname="{h}"}}': "60x60"
+                     for (h, g) in REASONS}},
+        {"{}": 4}),
+    "a counter field counts the GPUs whose counter is scraped, on main's hostname label too": (
+        ("hardware", "GPU counters collected", "E"),
+        {**HOSTS, **{f'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{UUID="GPU-{h}{g}", gpu="{g}", hostname="{h}"}}': "0x60"
+                     for (h, g) in REASONS}},
+        {"{}": 4}),
     # dashboards.records: the panels read the panels family's series
     "with dashboards.records, the least time inside TP collectives is the lowest rank's "
     "record, of the selected job only": (

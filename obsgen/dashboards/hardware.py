@@ -59,11 +59,6 @@ def build(env) -> View:
         """A series per GPU that reports field ``f`` (a counter read as a counter)."""
         return f"increase({q.m(f)}[{RATE}]) >= 0" if f.type == COUNTER else q.m(f)
 
-    def missing(*fields) -> str:
-        """What a GPU panel says when its dcgm-exporter fields return nothing."""
-        return ("not collected: add " + " and ".join(cfg.metric(f.key) for f in fields) +
-                " to dcgm-exporter's counters CSV (examples/dcgm-exporter)")
-
     by_node = "{{%s}}" % node
     line_rate = (q.r(R.ib_line_rate_job) if env.records else  # the panels family's
                  f"max {q.by(L.job_id)} (\n{nodes(q.m(M.node_infiniband_rate_bytes_per_second))}\n)")
@@ -88,8 +83,8 @@ def build(env) -> View:
                           "sum"), "CRC " + by_node),
                Query(gpus(f"increase({q.m(M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL)}[{RATE}])",
                           "sum"), "recovery " + by_node)), min=0, interval=SLOW,
-              no_value=missing(M.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
-                               M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL)),
+              no_value=q.not_collected(M.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
+                                       M.DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL)),
     ))
     def held(bit: int) -> str:
         # bit set: value mod 2*bit at least bit. The GPUs below bit (most, at full clocks)
@@ -106,7 +101,7 @@ def build(env) -> View:
               f"{number(limit)} (dashed).", u.PercentUnit,
               (Query(q.r(R.sm_active_spread), by_node),),
               steps=(Step(None, "green"), Step(limit, "red")), draw_steps=True, min=0,
-              no_value=missing(M.DCGM_FI_PROF_SM_ACTIVE)),
+              no_value=q.not_collected(M.DCGM_FI_PROF_SM_ACTIVE)),
         Panel(TIMESERIES, "ECC errors per host", "Uncorrectable (double-bit) and corrected "
               "ECC errors, and memory rows remapped after uncorrectable errors, per interval "
               "on each host of the job. Healthy: zero uncorrectable and no remaps; any means "
@@ -117,17 +112,17 @@ def build(env) -> View:
                      "corrected " + by_node),
                Query(gpus(f"increase({q.m(M.DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS)}[{RATE}])",
                           "sum"), "remapped rows " + by_node)), min=0, interval=SLOW,
-              no_value=missing(M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,
-                               M.DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS)),
+              no_value=q.not_collected(M.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,
+                                       M.DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS)),
         Panel(TIMESERIES, "Last XID code per host", "The highest last-XID code of the GPUs of "
               "each host (dcgm-exporter's gauge holds the last code, not a count). Healthy: 0; "
               "48, 64, 94, 95 are memory errors, 79 a GPU off the bus.", u.NoUnit,
               (Query(gpus(q.m(M.DCGM_FI_DEV_XID_ERRORS)), by_node),), min=0, decimals=0,
-              no_value=missing(M.DCGM_FI_DEV_XID_ERRORS)),
+              no_value=q.not_collected(M.DCGM_FI_DEV_XID_ERRORS)),
         Panel(TIMESERIES, "Hottest GPU per host", "Highest GPU temperature of each host of the "
               "job. Healthy: steady and below the slowdown temperature (about 85 C).",
               u.Celsius, (Query(gpus(q.m(M.DCGM_FI_DEV_GPU_TEMP)), by_node),),
-              no_value=missing(M.DCGM_FI_DEV_GPU_TEMP)),
+              no_value=q.not_collected(M.DCGM_FI_DEV_GPU_TEMP)),
         Panel(TIMESERIES, "GPUs held below full clocks, by reason", "GPUs of the job's hosts "
               "whose clocks are held down, by NVML clock event reason. Healthy: none; thermal "
               "or power brake on one GPU makes a straggler.", u.Short, reasons, min=0, decimals=0,
@@ -135,7 +130,7 @@ def build(env) -> View:
         Panel(TIMESERIES, "Power per host", "Power draw of all GPUs of each host of the job. "
               "Healthy: steady and alike across hosts.", u.Watt,
               (Query(gpus(q.m(M.DCGM_FI_DEV_POWER_USAGE), "sum"), by_node),), min=0,
-              no_value=missing(M.DCGM_FI_DEV_POWER_USAGE)),
+              no_value=q.not_collected(M.DCGM_FI_DEV_POWER_USAGE)),
         # one number per field obsgen reads: the panels above cannot tell a field nobody
         # collects from a quiet one where they filter (clock reasons), and the alerts not at all
         Panel(STAT, "GPU counters collected", "GPUs of the job's hosts that report each "

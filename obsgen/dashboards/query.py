@@ -115,6 +115,11 @@ class Q:
         steps = f"sum {self.by(*by)} ({self.rate(M.train_step_seconds, '_count', rank=rank)})"
         return f"{numerator}\n/ {self.on(*by)}\n({steps} > 0)"
 
+    def not_collected(self, *fields: Metric) -> str:
+        """What a GPU panel says when its dcgm-exporter fields return nothing."""
+        return ("not collected: add " + " and ".join(self.c.mname(f) for f in fields) +
+                " to dcgm-exporter's counters CSV (examples/dcgm-exporter)")
+
     def gpus(self, expr: str, *, rank: bool = True) -> str:
         """``expr`` over dcgm-exporter series (per GPU, labelled UUID) for the job's GPUs
         only (selected ranks), labelled with the job_id, rank and node of the rank that

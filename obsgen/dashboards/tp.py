@@ -19,10 +19,6 @@ TP = "tp"
 
 def build(env) -> View:
     q = env.q
-
-    def not_collected(*fields) -> str:
-        return ("not collected: add " + " and ".join(env.cfg.metric(f.key) for f in fields) +
-                " to dcgm-exporter's counters CSV (examples/dcgm-exporter)")
     top_n, limit = env.dash("top_n"), env.cfg["thresholds"]["tp_sm_active_stddev"]
     job = (L.job_id,)
     # with dashboards.records, the spreads read the panels family's series per rank (the
@@ -46,17 +42,17 @@ def build(env) -> View:
               # step, joining every GPU of the cluster to its rank cost seconds at 16k GPUs
               (Query(f"topk({top_n}, {q.r(R.sm_active_spread)})", "{{%s}}" % q.c.l(L.node)),),
               steps=(Step(None, "green"), Step(limit, "red")), draw_steps=True, min=0,
-              no_value=not_collected(M.DCGM_FI_PROF_SM_ACTIVE)),
+              no_value=q.not_collected(M.DCGM_FI_PROF_SM_ACTIVE)),
         Panel(TIMESERIES, "SM-active across the job's GPUs", "Highest, median and lowest "
               "SM-active of the GPUs that run the selected ranks. Healthy: high and close "
               "together.", u.PercentUnit,
               tuple(Query(e, f"{n} GPU") for n, e in q.spread(sm)), min=0, max=1,
-              no_value=not_collected(M.DCGM_FI_PROF_SM_ACTIVE)),
+              no_value=q.not_collected(M.DCGM_FI_PROF_SM_ACTIVE)),
         Panel(TIMESERIES, "NVLink throughput per GPU", "NVLink transmit + receive of the "
               "busiest, median and least busy GPU. Healthy: close together; one GPU far below "
               "its peers has a degraded link.", u.BytesPerSecondSI,
               tuple(Query(e, f"{n} GPU") for n, e in q.spread(nvlink)), min=0,
-              no_value=not_collected(M.DCGM_FI_PROF_NVLINK_TX_BYTES, M.DCGM_FI_PROF_NVLINK_RX_BYTES)),
+              no_value=q.not_collected(M.DCGM_FI_PROF_NVLINK_TX_BYTES, M.DCGM_FI_PROF_NVLINK_RX_BYTES)),
     ))
     comm = Row("TP collectives", (
         Panel(TIMESERIES, "TP communication per step", "Time per step the mean rank spends "
