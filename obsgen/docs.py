@@ -141,9 +141,9 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
         doc = familydoc.parse(f"obsgen/alerts/{module}.py", fam.doc)
         alerts = []
         for a in fam.alerts:
-            adoc = doc.alerts.get(a.name)
+            adoc = doc.alerts.get(a.key)  # the definitions' name: a config may rename it
             if adoc is None:
-                raise familydoc.DocError(f"obsgen/alerts/{module}.py: no '## {a.name}' section")
+                raise familydoc.DocError(f"obsgen/alerts/{module}.py: no '## {a.key}' section")
             records, metrics = index.closure(a.expr)
             for r in records:
                 readers_of_record.setdefault(r, []).append(a.name)
