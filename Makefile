@@ -42,8 +42,8 @@ e2e-tools: ## install prometheus and prometheus-alertmanager when missing
 test: $(STAMP) tools check ## staleness check, unit tests, promtool checks and fixtures
 	$(BIN)/pytest -q
 
-fuzz: $(STAMP) tools ## property tests with 5,000 random examples each (make test runs 200)
-	OBSGEN_FUZZ=1 $(BIN)/pytest -q -p no:cacheprovider tests/test_properties.py
+fuzz: $(STAMP) tools ## property tests: 5,000 random examples each (make test: 200), 40 random configs of rendered scenarios (make test: 3)
+	OBSGEN_FUZZ=1 $(BIN)/pytest -q -p no:cacheprovider tests/test_properties.py tests/test_scenario_properties.py
 
 e2e: $(E2E_STAMP) e2e-tools check ## end to end: simulator and PyTorch DDP into real Prometheus + Alertmanager
 	$(BIN)/pytest -q -m e2e tests/e2e

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
-from . import config, output, pipeline, promtool, registry, targets, userfile
+from . import config, output, pipeline, promtool, registry, scenarios, targets, userfile
 from .nccl import exporter as nccl_exporter
 from .passes import DefinitionError
 from .simulate import command as simulate
@@ -29,7 +30,7 @@ def cmd_render(args) -> int:
     userfile.check_output_dir(args.out, "--out")
     files = pipeline.render_all(cfg)
     pipeline.validate(files, cfg)  # promtool and schema checks before anything is written
-    plan = output.write(files, Path(args.out))
+    plan = output.write(files, Path(args.out), owned=scenarios.owned(cfg))
     for rel in plan.create:
         print(f"created {rel}")
     for rel in plan.update:
@@ -42,7 +43,8 @@ def cmd_render(args) -> int:
 
 
 def cmd_check(args) -> int:
-    files = pipeline.render_all(_load(args))
+    cfg = _load(args)
+    files = pipeline.render_all(cfg)
     userfile.check_output_dir(args.out, "--out")
     out = Path(args.out)
     if (out / output.JOURNAL).exists():
@@ -50,7 +52,7 @@ def cmd_check(args) -> int:
             for rel in output.recover(out):
                 print(f"rolled back {rel} (an interrupted render left it half-written)",
                       file=sys.stderr)
-    plan = output.plan(files, out)
+    plan = output.plan(files, out, scenarios.owned(cfg))
     problems = ([f"{r}: missing" for r in plan.create] +
                 [f"{r}: stale (differs from what obsgen renders)" for r in plan.update] +
                 [f"{r}: stale (obsgen no longer generates it)" for r in plan.remove] +
@@ -66,21 +68,36 @@ def cmd_check(args) -> int:
 
 
 def cmd_test(args) -> int:
+    from .scenarios import run as scenario_run
+    cfg = _load(args)
     rules = sorted(Path(args.out, "rules").glob("*.yaml"))
-    fixtures = sorted(Path(args.fixtures).glob("*.yaml"))
+    folder = Path(args.fixtures or Path(args.out, cfg["scenario_tests"]["path"]))
+    fixtures = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
     if not rules:
         print(f"{Path(args.out, 'rules')}: no rule files; run `obsgen render` first", file=sys.stderr)
         return 2
-    check = promtool.check_rules(rules)
-    print(check.output)
+    with tempfile.TemporaryDirectory(prefix="obsgen-check-") as tmp:
+        plain = scenario_run.plain_rules(rules, cfg, Path(tmp))
+        check = promtool.check_rules(list(plain.values()))
     if not check.ok:
+        print(check.output.replace(tmp, str(Path(args.out, "rules"))), file=sys.stderr)
         return 1
+    print(f"promtool check rules: {len(rules)} rule files pass")
     if not fixtures:
-        print(f"{args.fixtures}: no promtool test files", file=sys.stderr)
+        print(f"{folder}: no promtool test files (render them with scenario_tests.enabled, "
+              "or add your own)", file=sys.stderr)
         return 1
-    test = promtool.test_rules(fixtures)
-    print(test.output)
-    return 0 if test.ok else 1
+    outcomes = scenario_run.run(rules, fixtures, cfg)
+    notes = scenarios.unstated(cfg) if cfg["scenario_tests"]["enabled"] else []
+    for line in notes:
+        print(f"not stated: {line}")
+    for o in outcomes:
+        print(f"{'ok  ' if o.ok else 'FAIL'} {o.label}")
+    failed = [o for o in outcomes if not o.ok]
+    for o in failed:
+        print(f"\nFAILED: {o.label}\n{o.output}", file=sys.stderr)
+    print(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed, {len(notes)} not stated")
+    return 1 if failed else 0
 
 
 def cmd_plan(args) -> int:
@@ -130,7 +147,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _test_args(p: argparse.ArgumentParser) -> None:
     _common(p)
-    p.add_argument("--fixtures", default="tests/promtool", help="promtool test files")
+    p.add_argument("--fixtures", help="folder of promtool test files (default: scenario_tests.path "
+                   "under --out)")
 
 
 # name -> (help, add arguments, handler). Add a subcommand here.

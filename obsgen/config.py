@@ -134,6 +134,13 @@ DEFAULTS: dict[str, Any] = {
     # behind it. Below the 5m lookback, so a fact never lapses between evaluations; null
     # (or absent) takes facts_interval.
     "facts_intervals": {"stragglers": "4m"},
+    # promtool tests of these rules (obsgen.scenarios), rendered with them and run by `obsgen test`.
+    "scenario_tests": {
+        # Render them (false: no test files; your own test files are run either way).
+        "enabled": True,
+        # Folder under the output root they are written to (one obsgen-<family>.yaml each).
+        "path": "tests/promtool",
+    },
     # Alert families to render, in registry order; null renders all of them (panels: see dashboards.records).
     "families": None,
     # Rule file format: prometheus, prometheus-operator, mimir or thanos (obsgen.targets).

@@ -87,7 +87,9 @@ def obstacle(out: Path, rel: str) -> str:
                                      "not overwriting it")
 
 
-def plan(files: dict[str, str], out: Path) -> Plan:
+def plan(files: dict[str, str], out: Path, owned: tuple[str, ...] = ()) -> Plan:
+    """``owned``: globs under ``out``, outside the managed folders, of files obsgen owns
+    when it generated them (the scenario tests beside a user's own test files)."""
     p = Plan()
     for rel, text in sorted(files.items()):
         path = out / rel
@@ -109,6 +111,11 @@ def plan(files: dict[str, str], out: Path) -> Plan:
             rel = path.relative_to(out).as_posix()
             if (path.is_file() and rel not in files and not _is_scratch(path.name)
                     and is_generated(path)):
+                p.remove.append(rel)
+    for pattern in owned:
+        for path in sorted(out.glob(pattern)):
+            rel = path.relative_to(out).as_posix()
+            if path.is_file() and rel not in files and is_generated(path):
                 p.remove.append(rel)
     return p
 
@@ -196,12 +203,12 @@ def recover(out: Path) -> list[str]:
 
 
 # Write --------------------------------------------------------------------------------------
-def write(files: dict[str, str], out: Path, _pause=None) -> Plan:
+def write(files: dict[str, str], out: Path, _pause=None, owned: tuple[str, ...] = ()) -> Plan:
     """Write ``files`` under ``out`` as one transaction (see the module docstring).
     ``_pause`` is a test hook called between commit steps."""
     with locked(out):
         recover(out)
-        p = plan(files, out)
+        p = plan(files, out, owned)
         if p.foreign:
             raise FileExistsError(obstacle(out, p.foreign[0]))
         if not p.stale:

@@ -13,7 +13,7 @@ from typing import Callable
 
 import yaml
 
-from . import alertmanager, dashboards, docs, passes, promtool, registry, render, targets
+from . import alertmanager, dashboards, docs, passes, promtool, registry, render, scenarios, targets
 from .config import Config
 from .model import Family
 
@@ -67,6 +67,7 @@ RENDERERS: tuple[Renderer, ...] = (
     docs.render_docs,
     dashboards.files,
     alertmanager.routes,
+    scenarios.files,
 )
 
 

@@ -94,8 +94,8 @@ def check_rules(paths: list[Path], lint: bool = False) -> Result:
     return _run(args + [str(p) for p in paths])
 
 
-def test_rules(paths: list[Path]) -> Result:
-    return _run([find(), "test", "rules"] + [str(p) for p in paths])
+def test_rules(paths: list[Path], cwd: Path | None = None) -> Result:
+    return _run([find(), "test", "rules"] + [str(p) for p in paths], cwd=cwd)
 
 
 def vmalert_check(paths: list[Path]) -> Result:

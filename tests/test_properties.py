@@ -58,7 +58,10 @@ def unique_renames(keys: list[str], names) -> st.SearchStrategy:
 
 @st.composite
 def valid_configs(draw) -> dict:
-    cfg: dict = {}
+    # The scenario tests are rendered by their own property test (tests/test_scenario_
+    # properties.py): a render with them simulates jobs for seconds.
+    cfg: dict = {"scenario_tests": {"enabled": False, "path": draw(st.sampled_from(
+        ["tests/promtool", "ci/tests", "promtool"]))}}
     if draw(st.booleans()):
         cfg["metrics"] = draw(unique_renames(list(contract.METRICS), metric_name))
     if draw(st.booleans()):

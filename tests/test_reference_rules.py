@@ -7,6 +7,7 @@ of promtool's output that shows how.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,3 +133,56 @@ def test_reference_rule_fails_the_case_that_shows_its_bug(name, tmp_path):
     result = promtool.test_rules([test_file])
     assert not result.ok, f"the reference rule passed the case {m.case!r}: the case cannot catch it"
     assert m.shows in "".join(result.output.split()) or m.shows in result.output, result.output[-3000:]
+
+
+# The same mutants against the scenarios obsgen renders for a user's renamed and
+# re-thresholded config (obsgen.scenarios): a broken alert fails them too.
+RENAMED = ("metrics: {train_grad_norm: grad_norm_l2, train_step_seconds: iteration_seconds, "
+           "train_world_size: world_size, train_compute_seconds: megatron_compute_seconds}\n"
+           "labels: {job_id: run}\n"
+           "thresholds: {straggler_ratio: 1.15, grad_explosion_factor: 8, step_regression_ratio: 1.3}\n"
+           "dashboards: {enabled: false}\n")
+
+
+def _renamed(expr: str, cfg) -> str:
+    """The mutant in the config's names: contract metrics (a histogram's series with them)
+    and labels, as whole tokens (never inside a recorded series' name)."""
+    from obsgen.scenarios.series import Names
+    names = Names(cfg)
+    table = {**names.metrics, **names.labels}
+    return re.sub(r"(?<![\w:])[A-Za-z_][A-Za-z0-9_]*(?![\w:])",
+                  lambda m: table.get(m.group(0), m.group(0)), expr)
+
+
+@pytest.fixture(scope="module")
+def renamed_repo(tmp_path_factory):
+    from obsgen import config, pipeline, registry
+    root = tmp_path_factory.mktemp("renamed")
+    (root / "obsgen.yaml").write_text(RENAMED)
+    cfg = config.load(root / "obsgen.yaml", alert_names=registry.alert_names())
+    for rel, text in pipeline.render_all(cfg).items():
+        if rel.startswith(("rules/", "tests/promtool/")):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+    return root, cfg
+
+
+@pytest.mark.parametrize("name", MUTANTS, ids=list(MUTANTS))
+def test_reference_rule_fails_the_scenarios_rendered_for_a_renamed_config(name, renamed_repo, tmp_path):
+    from obsgen.scenarios import run as scenario_run
+    root, cfg = renamed_repo
+    m = MUTANTS[name]
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    for path in sorted((root / "rules").glob("*.yaml")):
+        if path.stem == m.family:
+            _swap(path, m.alert, _renamed(m.expr, cfg), rules)
+        else:
+            (rules / path.name).write_text(path.read_text())
+    tests = tmp_path / "tests" / "promtool"
+    tests.mkdir(parents=True)
+    scenario = tests / f"obsgen-{m.family}.yaml"
+    scenario.write_text((root / "tests" / "promtool" / scenario.name).read_text())
+    outcomes = scenario_run.run(sorted(rules.glob("*.yaml")), [scenario], cfg)
+    assert any(not o.ok for o in outcomes), (
+        f"the reference rule passed every scenario of {m.family}: {[o.label for o in outcomes]}")

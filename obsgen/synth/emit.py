@@ -65,6 +65,8 @@ class _Emit:
             extra = {L.stage.key: str(self.stage_of(rank)), **extra}
         self._inc(rank, base + "_count", n, **extra)
         self._inc(rank, base + "_sum", max(total, 0.0), **extra)
+        if not self.j.buckets:
+            return
         sd = max(sd, 1e-9)
         for le, label in _BUCKETS:
             share = 1.0 if le == math.inf else _phi((le - mean) / sd)

@@ -93,6 +93,9 @@ class Job:
     seed: int = 1
     faults: tuple = ()
     nccl: NcclExporter | None = None  # serve the NCCL sidecar's series too
+    # Publish histograms' _bucket series (False: _sum and _count only, for a reader of
+    # those alone; the buckets cost most of a simulation)
+    buckets: bool = True
 
     def run(self, until: float) -> Iterator["Scrape"]:
         from .sim import _Sim

@@ -15,14 +15,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import yaml
 
 from obsgen import synth
 from obsgen.render import header
-
-SCRAPE = 30  # seconds, the scrape and evaluation interval of every case
+from obsgen.scenarios.series import SCRAPE, encode, input_series, series_name  # noqa: F401
+from obsgen.scenarios.series import exact as _exact, fmt as _fmt, minutes as _minutes  # noqa: F401
 
 
 # Checks -------------------------------------------------------------------------------
@@ -165,86 +164,7 @@ def render_template(text: str, labels: dict[str, str], value: float | str,
     return "".join(out)
 
 
-# Series encoding ----------------------------------------------------------------------
-def _fmt(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "Inf" if v > 0 else "-Inf"
-    s = f"{v:.4f}".rstrip("0").rstrip(".")
-    return s if s not in ("-0", "") else "0"
-
-
-def _exact(v: float) -> bool:
-    return not math.isnan(v) and not math.isinf(v) and float(v).is_integer()
-
-
-def encode(values: list) -> str:
-    """promtool series notation. Runs of equal values, and runs of integers with an even
-    integer step, are folded: promtool expands ``a+bxN`` by float arithmetic, and a
-    non-integer run could end a hair above the next value, which a counter would read as
-    a reset."""
-    vals = [float(_fmt(v)) if isinstance(v, float) else v for v in values]
-    toks, i = [], 0
-    while i < len(vals):
-        v = vals[i]
-        if v is None:
-            j = i
-            while j < len(vals) and vals[j] is None:
-                j += 1
-            toks.append("_" if j - i == 1 else f"_x{j - i}")
-            i = j
-            continue
-        if v == synth.STALE:
-            toks.append("stale")
-            i += 1
-            continue
-        j = i
-        if isinstance(v, float) and not math.isnan(v) and i + 1 < len(vals) and isinstance(vals[i + 1], float):
-            step = vals[i + 1] - v
-            if step == 0 or (_exact(v) and _exact(step)):
-                while (j + 1 < len(vals) and isinstance(vals[j + 1], float)
-                       and vals[j + 1] - vals[j] == step):
-                    j += 1
-        if j - i >= 2:
-            step = vals[i + 1] - v
-            toks.append(f"{_fmt(v)}x{j - i}" if step == 0 else
-                        f"{_fmt(v)}{'+' if step > 0 else '-'}{_fmt(abs(step))}x{j - i}")
-            i = j + 1
-            continue
-        toks.append(_fmt(v))
-        i += 1
-    return " ".join(toks)
-
-
-def series_name(key: tuple) -> str:
-    labels = dict(key)
-    name = labels.pop("__name__")
-    inner = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    return f"{name}{{{inner}}}"
-
-
-def input_series(jobs: list[synth.Job], minutes: float, reads: Iterable[str]) -> list[dict]:
-    """Scrapes of every job, restricted to series whose name is in ``reads``."""
-    reads = set(reads)
-    ticks = int(minutes * 60 // SCRAPE) + 1
-    table: dict[tuple, list] = {}
-    for job in jobs:
-        for scrape in job.run(until=(ticks - 1) * SCRAPE):
-            i = int(round(scrape.time / SCRAPE))
-            for key, value in scrape.samples.items():
-                if dict(key)["__name__"] not in reads:
-                    continue
-                table.setdefault(key, [None] * ticks)[i] = value
-    return [{"series": series_name(k), "values": encode(v)} for k, v in sorted(table.items())]
-
-
 # Test file ----------------------------------------------------------------------------
-def _minutes(m: float) -> str:
-    s = int(round(m * 60))
-    return f"{s // 60}m{s % 60}s" if s % 60 else f"{s // 60}m"
-
-
 def _alerts_by_name(rule_docs: list[dict]) -> dict[str, dict]:
     return {r["alert"]: r for doc in rule_docs for g in doc["groups"] for r in g["rules"]
             if "alert" in r}

@@ -1,0 +1,76 @@
+"""Gradient scenarios, sized from ``grad_explosion_factor``, ``grad_vanishing_fraction``,
+``windows.grad_baseline`` / ``grad_long_baseline`` and the alerts' ``for``.
+
+The norm and loss come from the last rank only, as Megatron reports them, with 10% noise
+and a 10x norm during warm-up. A spike is four times the explosion factor; a vanishing
+norm a hundredth of the vanishing fraction. NonFinite and Explosion fire within their
+``for`` and two evaluations of the onset, and so does Vanishing (while the low norm is
+less than half of its long baseline's window).
+"""
+from __future__ import annotations
+
+from ..synth import GradNaN, GradSpike, GradVanish, Job, Restart
+from .model import Fires, NotStated, Quiet, Scenario, Setting, words
+
+EXPL, NONF, VAN = "Train_GradientExplosion", "Train_GradientNonFinite", "Train_GradientVanishing"
+JOB = "scenario-gradients"
+MIN = 60.0
+
+
+def scenarios(s: Setting) -> list:
+    every = s.every("gradients")
+    base = s.w("grad_baseline")
+    quiet = [Quiet(a) for a in (EXPL, NONF, VAN) if s.has(a)]
+    onset = max(10.0, base / 2 + 5)  # the warm-up's 10x norm well inside the baseline
+    out: list = [
+        Scenario("a healthy job (10% noise in the gradient norm, a 10x norm in warm-up) "
+                 "fires no gradient alert", [Job(job_id=JOB)], onset + 30, quiet),
+        Scenario("a restart with a 3-minute gap and new instances fires no gradient alert",
+                 [Job(job_id=JOB, faults=(Restart(at=onset * MIN, gap=3 * MIN),))],
+                 onset + 30, quiet)]
+    w = s.for_(NONF) + 2 * every
+    out.append(Scenario(
+        f"a NaN gradient norm fires {NONF} within its for and two evaluations ({words(w)})",
+        [Job(job_id=JOB, faults=(GradNaN(start=onset * MIN),))], onset + w + 3,
+        [Fires(NONF, onset, w, ({"job_id": JOB, "signal": "grad_norm"},), words(w)),
+         *[Quiet(a) for a in (EXPL,) if s.has(a)]]))
+    factor = 4 * s.t("grad_explosion_factor")
+    w = s.for_(EXPL) + 2 * every
+    hold = w + 1
+    if factor > 1000:
+        out.append(NotStated(f"a gradient spike fires {EXPL}", f"grad_explosion_factor "
+                             f"{s.t('grad_explosion_factor'):g}: no gradient spike is sized to it"))
+    else:
+        out.append(Scenario(
+            f"a gradient norm spiking to {factor:g}x for {words(hold)} fires {EXPL} within its "
+            f"for and two evaluations ({words(w)})",
+            [Job(job_id=JOB, faults=(GradSpike(factor=factor, start=onset * MIN,
+                                               duration=hold * MIN),))],
+            onset + w + 1, [Fires(EXPL, onset, w, ({"job_id": JOB},), words(w)),
+                            *[Quiet(a) for a in (NONF,) if s.has(a)]]))
+        nan_end = onset + 3
+        later = nan_end + 10
+        out.append(Scenario(
+            f"a NaN episode does not poison the baseline: a later {factor:g}x spike still fires "
+            f"{EXPL} within {words(w)}",
+            [Job(job_id=JOB, faults=(GradNaN(start=onset * MIN, duration=3 * MIN),
+                                     GradSpike(factor=factor, start=later * MIN,
+                                               duration=hold * MIN)))],
+            later + w + 1, [Fires(EXPL, later, w, ({"job_id": JOB},), words(w))]))
+    long = s.w("grad_long_baseline")
+    # the low norm is below the fraction of the long median until it is half the window
+    w = s.for_(VAN) + 2 * every
+    if w >= long / 2:
+        out.append(NotStated(f"a vanishing gradient norm fires {VAN}",
+                             f"its for ({words(s.for_(VAN))}) and two evaluations reach half "
+                             f"of windows.grad_long_baseline ({words(long)}): the low norm is "
+                             "its own baseline before the alert can fire"))
+    else:
+        value = s.t("grad_vanishing_fraction") / 100
+        out.append(Scenario(
+            f"a gradient norm collapsing to {value:g} fires {VAN} within its for and two "
+            f"evaluations ({words(w)})",
+            [Job(job_id=JOB, faults=(GradVanish(start=onset * MIN, value=value),))], onset + w + 2,
+            [Fires(VAN, onset, w, ({"job_id": JOB},), words(w)),
+             *[Quiet(a) for a in (EXPL, NONF) if s.has(a)]]))
+    return out

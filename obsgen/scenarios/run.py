@@ -1,0 +1,85 @@
+"""``obsgen test``: promtool on the rendered rules and on every test file in the folder.
+
+The rule files are read as rendered, whatever the format: the groups of a
+PrometheusRule, Mimir or Thanos file are written, unchanged, to a plain rule file
+promtool reads. A test file obsgen rendered runs one scenario at a time, so a failure is
+named by its sentence; a test file of the user's own runs as written.
+"""
+from __future__ import annotations
+
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .. import promtool
+from ..config import Config
+from ..render import MARKER
+from ..targets import TARGETS
+from . import PREFIX
+
+
+@dataclass
+class Outcome:
+    label: str  # the scenario's sentence (and file), or the user's file
+    ok: bool
+    output: str
+
+
+def plain_rules(rules: list[Path], cfg: Config, tmp: Path) -> dict[str, Path]:
+    """{rendered rule file name: a plain Prometheus rule file of its groups}."""
+    target = TARGETS[cfg["format"]]
+    out = {}
+    for path in rules:
+        if cfg["format"] == "prometheus":
+            out[path.name] = path.resolve()
+            continue
+        plain = tmp / "rules" / path.name
+        plain.parent.mkdir(exist_ok=True)
+        plain.write_text(yaml.safe_dump({"groups": target.groups(yaml.safe_load(path.read_text()))},
+                                        sort_keys=False))
+        out[path.name] = plain
+    return out
+
+
+def ours(path: Path) -> bool:
+    if not path.name.startswith(PREFIX):
+        return False
+    with path.open("rb") as fh:
+        return MARKER.encode() in fh.read(400)
+
+
+def split(path: Path, plain: dict[str, Path], tmp: Path) -> list[tuple[str, Path]]:
+    """One test file per scenario of a rendered file, reading ``plain`` rule files."""
+    doc = yaml.safe_load(path.read_text())
+    files = [plain.get(Path(f).name, (path.parent / f).resolve()) for f in doc["rule_files"]]
+    out = []
+    for i, test in enumerate(doc.get("tests") or []):
+        one = tmp / f"{path.stem}-{i}.yaml"
+        one.write_text(yaml.safe_dump({**doc, "rule_files": [str(f) for f in files],
+                                       "tests": [test]}, sort_keys=False, width=1 << 20))
+        out.append((f"{test['name']} ({path.name})", one))
+    return out
+
+
+def run(rules: list[Path], fixtures: list[Path], cfg: Config, jobs: int = 2) -> list[Outcome]:
+    """The outcome of every scenario of obsgen's test files and of every other test file."""
+    with tempfile.TemporaryDirectory(prefix="obsgen-test-") as tmp:
+        plain = plain_rules(rules, cfg, Path(tmp))
+        todo: list[tuple[str, Path, Path]] = []  # (label, file, cwd)
+        for path in fixtures:
+            if ours(path):
+                todo.extend((label, one, path.parent) for label, one in split(path, plain, Path(tmp)))
+            else:
+                todo.append((str(path), path, path.parent))
+
+        def one(item):
+            label, path, cwd = item
+            result = promtool.test_rules([path.resolve()], cwd=cwd)
+            return Outcome(label, result.ok, result.output.replace(tmp, "<rules>"))
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            outcomes = list(pool.map(one, todo))
+    return outcomes
