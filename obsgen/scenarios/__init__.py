@@ -107,7 +107,7 @@ def _blocked(fam: Family, cfg: Config) -> str | None:
         Names(cfg)
     except Unstatable as err:
         return str(err)
-    for key in fam_reads(fam):
+    for key in fam_reads(fam, cfg):
         if cfg.steps_per_observation(key) != 1:
             return (f"{cfg.metric(key)} is recorded once per {cfg.steps_per_observation(key)} "
                     "steps (a preset's cadence), which changes the latency the scenarios "
@@ -118,9 +118,11 @@ def _blocked(fam: Family, cfg: Config) -> str | None:
     return None
 
 
-def fam_reads(fam: Family) -> set[str]:
-    text = " ".join([r.expr for r in fam.records] + [a.expr for a in fam.alerts])
-    return {m.key for m in contract.METRICS.values() if m.key in text}
+def fam_reads(fam: Family, cfg: Config) -> set[str]:
+    """Contract keys of the metrics the family's rules read, under the config's names."""
+    series = reads([r.expr for r in fam.records] + [a.expr for a in fam.alerts], cfg)
+    return {m.key for m in contract.METRICS.values()
+            if series & {m.key + s for s in ("", "_bucket", "_sum", "_count")}}
 
 
 def files(fams: list[Family], cfg: Config) -> dict[str, str]:

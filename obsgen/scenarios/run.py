@@ -16,7 +16,7 @@ import yaml
 
 from .. import promtool
 from ..config import Config
-from ..render import MARKER
+from ..output import is_generated
 from ..targets import TARGETS
 from . import PREFIX
 
@@ -45,10 +45,7 @@ def plain_rules(rules: list[Path], cfg: Config, tmp: Path) -> dict[str, Path]:
 
 
 def ours(path: Path) -> bool:
-    if not path.name.startswith(PREFIX):
-        return False
-    with path.open("rb") as fh:
-        return MARKER.encode() in fh.read(400)
+    return path.name.startswith(PREFIX) and is_generated(path)
 
 
 def split(path: Path, plain: dict[str, Path], tmp: Path) -> list[tuple[str, Path]]:
