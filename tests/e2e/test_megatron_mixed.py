@@ -21,11 +21,12 @@ EXAMPLE = harness.ROOT / "examples" / "prometheus" / "megatron-otel-mixed.yaml"
 RUN, RANKS, STEP = "run-7", 2, 0.5
 
 # Two ranks of obsgen.instrument, a step every STEP seconds, each writing its file_sd target.
+# Port 0: each rank takes a port from the kernel (a fixed base would need base+1 free too).
 INSTRUMENT = textwrap.dedent("""
     import sys, time
     from obsgen.instrument import Telemetry
-    sd, port = sys.argv[1], int(sys.argv[2])
-    tels = [Telemetry(job_id="%s", rank=r, world_size=%d, addr="127.0.0.1", port_base=port,
+    sd = sys.argv[1]
+    tels = [Telemetry(job_id="%s", rank=r, world_size=%d, addr="127.0.0.1", port_base=0,
                       sd_dir=sd, node="gpu-node-000").start() for r in range(%d)]
     while True:
         for t in tels:
@@ -70,9 +71,9 @@ COLLECTOR = textwrap.dedent("""
 
 
 def test_the_preset_joins_megatron_and_the_instrument(procs, tmp_path):
-    sd, collector, instrument = tmp_path / "sd", harness.free_port(), harness.free_port()
+    sd, collector = tmp_path / "sd", harness.free_port()
     sd.mkdir()
-    procs.start("mixed-instrument", [sys.executable, "-c", INSTRUMENT, str(sd), str(instrument)],
+    procs.start("mixed-instrument", [sys.executable, "-c", INSTRUMENT, str(sd)],
                 cwd=harness.ROOT)
     procs.start("mixed-collector", [sys.executable, "-c", COLLECTOR, str(collector)],
                 cwd=harness.ROOT)
