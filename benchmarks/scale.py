@@ -298,7 +298,7 @@ def backfill_recorded(b: stream.Bench, data: Path, work: Path, rules: list[Rule]
     # Series derived from the job-level gradient norm are recorded over the whole job
     # history (their rules read 6 h); the others over the ranks' window, the only time
     # their inputs exist.
-    long: set[str] = {"train_grad_norm", "train_loss"}
+    long: set[str] = {"train_grad_norm", "train_loss", "train_nonfinite"}
     for d, level_rules in enumerate(lv):
         spans: dict[int, list[Rule]] = {}
         for r in level_rules:

@@ -370,8 +370,8 @@ class Writer:
         self._kube(fh, ranks)
 
     def write_job(self, fh: IO[str]) -> None:
-        """The job's series that are not per rank: the gradient norm and loss (the last
-        rank exports them, over the whole job history), the reference document's per-job
+        """The job's series that are not per rank: the gradient norm, loss and their
+        non-finite flags (the last rank exports them, over the whole job history), the reference document's per-job
         series, and the ALERTS series of the straggler the run carries."""
         b, tl = self.b, self.tl
         last = b.ranks - 1
@@ -382,6 +382,10 @@ class Writer:
                    self._floats(grads, tl.times))
         self._emit(fh, M.train_loss.key, f"{M.train_loss.key}{{{base}}}",
                    self._floats(losses, tl.times))
+        for signal in ("grad_norm", "loss"):  # finite throughout: the flags stay 0
+            self._emit(fh, M.train_nonfinite.key,
+                       f'{M.train_nonfinite.key}{{{base},{L.signal.key}="{signal}"}}',
+                       self._const("0", tl.times))
         times = self.rank_times
         job = f'{L.job_id.key}="{b.job_id}"'
         self._emit(fh, NAIVE_JOB_SERIES[0], f"{NAIVE_JOB_SERIES[0]}{{{job}}}",

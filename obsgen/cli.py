@@ -87,7 +87,10 @@ def cmd_test(args) -> int:
         print(f"{folder}: no promtool test files (render them with scenario_tests.enabled, "
               "or add your own)", file=sys.stderr)
         return 1
-    outcomes = scenario_run.run(rules, fixtures, cfg)
+    outcomes = scenario_run.run(rules, fixtures, cfg, late=args.late_reads)
+    if args.late_reads:
+        print("late reads: obsgen's scenarios on the rules with every record read one "
+              "evaluation late (your own test files run without --late-reads)")
     notes = scenarios.unstated(cfg) if cfg["scenario_tests"]["enabled"] else []
     for line in notes:
         print(f"not stated: {line}")
@@ -149,6 +152,9 @@ def _test_args(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--fixtures", help="folder of promtool test files (default: scenario_tests.path "
                    "under --out)")
+    p.add_argument("--late-reads", action="store_true",
+                   help="run obsgen's scenarios as a ruler on remote storage (vmalert, Thanos, "
+                   "Mimir, rule_query_offset) reads records: one evaluation late")
 
 
 # name -> (help, add arguments, handler). Add a subcommand here.

@@ -182,6 +182,10 @@ METRICS: dict[str, Metric] = {
                "global gradient norm of the last step (may come from one rank only)"),
         Metric("train_loss", GAUGE, ("job_id", "rank"), "none",
                "training loss of the last step (may come from one rank only)"),
+        Metric("train_nonfinite", GAUGE, ("job_id", "rank", "signal"), "bool",
+               "1 while the last step's loss or gradient norm (signal: loss, grad_norm) is NaN "
+               "or Inf, else 0: a value every store keeps, where NaN samples are dropped at "
+               "ingestion (VictoriaMetrics) or on the way (some remote-write pipelines)"),
         Metric("train_world_size", GAUGE, ("job_id", "rank"), "count",
                "number of ranks in the job"),
         Metric("train_current_step", GAUGE, ("job_id", "rank"), "steps",
@@ -433,6 +437,8 @@ RECORDED: dict[str, Recorded] = {
         # gradients
         Recorded("grad_norm_finite", "job:train_grad_norm:finite_max", ("job_id",),
                  "job's gradient norm, NaN and Inf dropped"),
+        Recorded("loss_finite", "job:train_loss:finite_max", ("job_id",),
+                 "job's loss, NaN and Inf dropped"),
         Recorded("grad_norm_baseline", "job:train_grad_norm:median{grad_baseline}", ("job_id",),
                  "median finite gradient norm (explosion baseline)"),
         Recorded("grad_norm_long_baseline", "job:train_grad_norm:median{grad_long_baseline}",
@@ -505,8 +511,6 @@ RECORDED: dict[str, Recorded] = {
         # fabric
         Recorded("link_recoveries", "job:nccl_link_recovery:increase{link_recovery}",
                  ("job_id",), "NCCL link recoveries of the job's ranks in the window"),
-        Recorded("allreduce_nodes", "job_node:nccl_allreduce:active{rate}", ("job_id", "node"),
-                 "1 per host whose ranks of the job all completed all-reduces in the rate window"),
         Recorded("ib_tx_node", "node:node_infiniband_transmit_bytes:rate{rate}", ("node",),
                  "InfiniBand bytes per second a host sent, all HCAs and ports"),
         Recorded("ib_tx_job_node", "job_node:node_infiniband_transmit_bytes:rate{rate}",

@@ -21,7 +21,7 @@ from importlib import resources
 import jinja2
 
 from . import contract, familydoc
-from .config import Config, facts_interval, seconds
+from .config import Config, duration, facts_interval, seconds
 from .model import Family
 from .promql import Ctx, identifiers
 from .render import MARKER, group_name
@@ -135,6 +135,8 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
     recorded_by_name = {ctx.rname(r): r for r in contract.RECORDED.values()}
     files: dict[str, str] = {}
     fam_views, readers_of_metric, readers_of_record = [], {}, {}
+    hops, paths = _chains(families, cfg)
+    late = {a: sum(p) for a, p in paths.items()}
 
     for fam in families:
         module = fam.name
@@ -156,6 +158,7 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
             view = {
                 "name": a.name, "expr": a.expr, "for_": a.for_, "severity": a.severity,
                 "team": cfg["teams"][a.role], "tuning": keys[a.name],
+                "hops": hops.get(a.name, 0), "late": duration(late.get(a.name, 0)),
                 "summary_text": template_text(a.summary, cfg) + ". " + template_text(a.description, cfg),
                 "description_text": template_text(a.description, cfg),
             }
@@ -203,6 +206,14 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
                  "help": recorded_by_name[name].help, "group": group_of[name],
                  "readers": list(dict.fromkeys(readers_of_record.get(name, [])))}
                 for name in index.records]
+    from .scenarios.late import RULERS
+    files["docs/remote-rulers.md"] = env.get_template("remote-rulers.md.j2").render(
+        header=header_md("obsgen/scenarios/late.py"), rulers=RULERS,
+        interval=cfg["rule_interval"] or "30s", nonfinite=ctx.m(contract.M.train_nonfinite),
+        new_matters=any(r.delay(p, new=True) > r.delay(p) for r in RULERS for p in paths.values()),
+        alerts=[{**a, "reads": len(paths.get(a["name"], ())),
+                 "delays": [duration(r.delay(paths.get(a["name"], ()))) for r in RULERS]}
+                for f in fam_views for a in f["alerts"]])
     from .presets import PRESETS
     files["docs/presets.md"] = env.get_template("presets.md.j2").render(
         header=header_md("obsgen/presets.py"), presets=[
@@ -221,6 +232,20 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
         header=header_md("obsgen/contract.py"), metrics=metrics, recorded=recorded,
         facts_interval=facts_interval(cfg))
     return files
+
+
+def _chains(families: list[Family], cfg: Config) -> tuple[dict[str, int], dict[str, tuple]]:
+    """Each alert's recording-rule hops and the evaluation intervals of its slowest chain
+    of record reads (obsgen.scenarios.late), from the rendered groups."""
+    import yaml
+
+    from .render import rule_files
+    from .scenarios import late
+    from .targets import TARGETS
+    docs = [{"groups": TARGETS[cfg["format"]].groups(yaml.safe_load(text))}
+            for path, text in rule_files(families, cfg).items()]
+    every = seconds(cfg["rule_interval"]) if cfg["rule_interval"] else 30.0
+    return late.depths(docs, every), late.paths(docs, every)
 
 
 def _direct_metrics(index: Index, expr: str):

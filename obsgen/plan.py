@@ -82,8 +82,8 @@ def _fan_out(m: contract.Metric, s: Shape) -> int:
     if m is M.moe_expert_tokens_total:
         return s.experts // s.ep if s.experts else 0
     n = 1
-    if L.phase.key in m.labels:
-        n *= 2
+    if L.phase.key in m.labels or L.signal.key in m.labels:
+        n *= 2  # forward/backward; loss/grad_norm
     if L.op.key in m.labels:
         n *= s.collectives()
     elif m in (M.nccl_collective_aligned_total, M.nccl_collective_last_arrival_total):
@@ -127,7 +127,8 @@ def plan(s: Shape, windows: dict[str, str] | None = None,
             continue
         per = _fan_out(m, s) * (_buckets(m) + 2 if m.type == HISTOGRAM else 1)
         if m in (M.job_recovery_seconds, M.job_checkpoint_age_at_failure_seconds) or (
-                m in (M.train_grad_norm, M.train_loss) and not s.all_ranks_report_loss):
+                m in (M.train_grad_norm, M.train_loss, M.train_nonfinite)
+                and not s.all_ranks_report_loss):
             lines.append(Line(m.key, m.type, "job", per, per, source))
             continue
         lines.append(Line(m.key, m.type, scope, per, per * units[scope], source))

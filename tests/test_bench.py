@@ -181,7 +181,7 @@ def test_every_series_a_measured_query_reads_is_generated():
     exprs += [scale.panel_expr(q, "bench") for q in scale.panels(cfg) + rec_panels]
     read = scale.read_families(exprs)
     recorded = {r.name for r in scale.obsgen_rules(cfg) + rec_rules if r.kind == "record"}
-    written = set(_tiny().series()) | {"train_grad_norm", "train_loss", "ALERTS",
+    written = set(_tiny().series()) | {"train_grad_norm", "train_loss", "train_nonfinite", "ALERTS",
                                        *stream.NAIVE_JOB_SERIES}
     from obsgen.contract import METRICS
     contract = set(METRICS) | {m + s for m in METRICS for s in ("_bucket", "_sum", "_count")}

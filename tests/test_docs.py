@@ -48,12 +48,12 @@ def test_docs_list_every_alert_and_metric():
 
 @pytest.mark.parametrize("alert,keys", [
     ("Train_RankFailed", ["windows.progress", "windows.memory"]),
-    ("Train_GradientNonFinite", []),
-    ("Train_NoCheckpoints", ["thresholds.checkpoint_max_age", "windows.progress"]),
+    ("Train_GradientNonFinite", ["windows.grad_baseline", "windows.progress", "windows.memory"]),
+    ("Train_NoCheckpoints", ["thresholds.checkpoint_max_age", "windows.progress", "windows.memory"]),
     ("Train_Bubble_Excess", ["thresholds.bubble_excess_factor", "windows.rate"]),
 ], ids=["rank failure reads the progress and memory windows",
-        "non-finite has no tunable threshold",
-        "no-checkpoints depends on the ranks family's progress window",
+        "non-finite reads the finite baseline and, through the ranks family, progress",
+        "no-checkpoints depends on the ranks family's progress and memory windows",
         "bubble excess reads the factor and the rate window"])
 def test_config_keys_are_derived_from_the_rules(alert, keys):
     cfg = defaults()

@@ -73,7 +73,7 @@ def test_every_instrument_metric_exists_from_start_with_the_contract_labels(tel)
     samples = scrape(tel)
     names = {n for n, _ in samples}
     # series that exist once the loop reports them; link recoveries only NCCL itself knows
-    reported_later = (M.train_grad_norm, M.train_loss, M.train_planned_end_timestamp_seconds,
+    reported_later = (M.train_grad_norm, M.train_loss, M.train_nonfinite, M.train_planned_end_timestamp_seconds,
                       M.train_rank_gpu_info, M.moe_expert_tokens_total, M.nccl_link_recovery_total,
                       M.job_recovery_seconds, M.job_checkpoint_age_at_failure_seconds,
                       M.train_rank_mesh_info)
@@ -102,6 +102,19 @@ def test_grad_norm_and_loss_appear_only_once_reported_and_keep_nan(tel):
     samples = scrape(tel)
     assert math.isnan(value(samples, "train_grad_norm"))
     assert value(samples, "train_loss") == 2.5
+
+
+def test_nonfinite_flags_each_signal_and_clears_on_a_finite_value(tel):
+    assert not any(n == "train_nonfinite" for n, _ in scrape(tel))
+    tel.grad_norm(float("nan"))
+    tel.loss(float("inf"))
+    samples = scrape(tel)
+    assert value(samples, "train_nonfinite", signal="grad_norm") == 1
+    assert value(samples, "train_nonfinite", signal="loss") == 1
+    tel.grad_norm(3.0)
+    samples = scrape(tel)
+    assert value(samples, "train_nonfinite", signal="grad_norm") == 0
+    assert value(samples, "train_nonfinite", signal="loss") == 1
 
 
 # events in the compute block -> (compute, exposed communication, wait inside compute)

@@ -20,16 +20,17 @@ def test_a_dense_data_parallel_job_of_8_ranks_by_hand():
     # GPU and mesh info; collective bytes, link recoveries, checkpoints and checkpoint
     # seconds = 103.
     # Sidecar, per rank: bus bandwidth (16 buckets) 18, bus bytes, aligned, last arrivals,
-    # unrecorded, communicator size = 23. From one rank: grad norm, loss, recovery time,
-    # checkpoint age at failure = 4. One host of 8 GPUs: 12 DCGM series per GPU = 96,
+    # unrecorded, communicator size = 23. From one rank: grad norm, loss, their two
+    # non-finite flags, recovery time, checkpoint age at failure = 6. One host of 8 GPUs: 12 DCGM series per GPU = 96,
     # 8 HCAs x 3 + uname = 25, its pod's kube_pod_labels = 1, the sidecar's skew and tail
     # histograms 2 x 22 and 5 exporter series = 49. Recorded: 11 per rank, 2 per stage
-    # 3 mesh positions (TP, CP and EP position 0) and 1 combination of them, 26 per job, 6 per host, 8 per GPU (at most: the straggler flag, share, lockstep,
+    # 3 mesh positions (TP, CP and EP position 0) and 1 combination of them, 27 per job,
+    # 5 per host, 8 per GPU (at most: the straggler flag, share, lockstep,
     # position and pattern records and the late-arrival flag, position and pattern exist
     # only for ranks that straggled or arrived late, the error records only for GPUs with
     # an event).
-    assert totals(Shape(ranks=8)) == {"scraped": 126 * 8 + 4 + 96 + 25 + 1 + 49,
-                                      "recorded": 11 * 8 + 2 + 3 + 1 + 26 + 6 + 8 * 8, "per_rank": 126}
+    assert totals(Shape(ranks=8)) == {"scraped": 126 * 8 + 6 + 96 + 25 + 1 + 49,
+                                      "recorded": 11 * 8 + 2 + 3 + 1 + 27 + 5 + 8 * 8, "per_rank": 126}
 
 
 def test_the_unread_buckets_of_a_dense_job_of_8_ranks_by_hand():
@@ -60,7 +61,7 @@ def test_plan_counts_what_obsgen_instrument_serves():
 def test_cost_is_linear_in_ranks():
     small, big = totals(Shape(ranks=512)), totals(Shape(ranks=1024))
     assert big["per_rank"] == small["per_rank"]
-    assert big["scraped"] - 4 == 2 * (small["scraped"] - 4)  # the one-rank gauges stay
+    assert big["scraped"] - 6 == 2 * (small["scraped"] - 6)  # the one-rank gauges stay
 
 
 def test_pipeline_parallelism_adds_stage_timings_and_p2p():

@@ -11,9 +11,8 @@ per HCA port, in bytes), summed per host and mapped to the host's name through
 ``node`` label. Only hosts whose ranks of the job all completed all-reduces in the rate
 window count (the all-reduce windows, read from the collective counts, which
 obsgen.instrument and the NCCL sidecar both label with the rank's host): a host that is
-idle, checkpointing or restarting is not compared. A rank that moved to another host
-counts on the old one until its old series leave the rate window, less than the alert's
-10 minutes. In a ring all-reduce every host sends the same bytes per step, so one
+idle, checkpointing or restarting is not compared, and a host the job left leaves with
+its last scrape of the ranks' collective counts. In a ring all-reduce every host sends the same bytes per step, so one
 host far below the job's median sends its share some other way: NCCL fell back to TCP
 sockets because it could not open the HCA, a rail is down and the traffic crosses fewer
 ports, or the link trained at a lower speed.
@@ -67,15 +66,10 @@ def build(c: Ctx) -> Family:
                   f"[{rate}])")
     uname = f"max {c.by(L.instance, L.nodename)} ({c.m(M.node_uname_info)})"
     ratio = number(t["ib_asymmetry_ratio"])
+    live = f"{c.m(M.nccl_collective_duration_seconds, '_count', match={L.op: ALLREDUCE})}"
     rules = (
         Record(c.rname(R.link_recoveries), expr(f"""
             sum {c.by(L.job_id)} ({c.rate(M.nccl_link_recovery_total, '', recovery_window, fn='increase')})
-        """)),
-        Record(c.rname(R.allreduce_nodes), expr(f"""
-            min {c.by(L.job_id, L.node)} (
-              sum {c.by(L.job_id, L.rank, L.node)} ({allreduces})
-            ) > 0
-            > bool 0
         """)),
         Record(c.rname(R.ib_tx_node), expr(f"""
             sum {c.by(L.node)} (
@@ -87,8 +81,18 @@ def build(c: Ctx) -> Family:
               )
             )
         """)),
+        # The job's hosts read from the collective counts here, not from a record of
+        # them: a host is left at its last scrape, not when a record of it ends (a store
+        # that loses a recorded series' staleness marker keeps it for its lookback).
         Record(c.rname(R.ib_tx_job_node), expr(f"""
-            {c.r(R.allreduce_nodes)}
+            (
+              (
+                min {c.by(L.job_id, L.node)} (
+                  sum {c.by(L.job_id, L.rank, L.node)} ({allreduces})
+                ) > 0
+                and {c.on(L.job_id, L.node)} {live}
+              ) > bool 0
+            )
             * {c.join((L.node,))}
             {c.r(R.ib_tx_node)}
         """)),

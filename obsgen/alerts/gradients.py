@@ -48,12 +48,33 @@ from ..contract import L, M, R
 from ..promql import Ctx
 
 NAME = "gradients"
+REQUIRES = ("ranks",)  # reads job:train_ranks_progressing:count, job:train_world_size:max
 
 
 def _nonfinite(c: Ctx, metric, signal: str) -> str:
     m = c.m(metric)
     return (f'label_replace(count {c.by(L.job_id)} (({m} != {m}) or ({m} == +Inf) '
             f'or ({m} == -Inf)), "{c.l(L.signal)}", "{signal}", "", "")')
+
+
+def _flagged(c: Ctx) -> str:
+    return f"count {c.by(L.job_id, L.signal)} ({c.m(M.train_nonfinite)} > 0)"
+
+
+def _unseen(c: Ctx, metric, finite, signal: str) -> str:
+    """Every rank progresses, the job had a finite value in the baseline window and no
+    sample below +Inf in the progress window (a step histogram that records once per n
+    steps: n progress windows): on a store that drops NaN samples, that is the NaN.
+    min_over_time skips NaN samples (NaN only when all are), and it reads the samples'
+    times: an instant read would return the last finite value for the lookback (5m)."""
+    fresh, _ = c.observed(M.train_step_seconds, "_count", c.w("progress"))
+    world = f"max_over_time({c.r(R.world_size)}[{c.w('memory')}])"
+    return (f"label_replace({c.r(R.ranks_progressing)} > 0 "
+            f"unless {c.on(L.job_id)} ({world} > {c.on(L.job_id)} {c.r(R.ranks_progressing)}) "
+            f"and {c.on(L.job_id)} count_over_time({c.r(finite)}[{c.w('grad_baseline')}]) "
+            f"unless {c.on(L.job_id)} max {c.by(L.job_id)} "
+            f"(min_over_time({c.m(metric)}[{fresh}]) < +Inf), "
+            f'"{c.l(L.signal)}", "{signal}", "", "")')
 
 
 def build(c: Ctx) -> Family:
@@ -63,6 +84,9 @@ def build(c: Ctx) -> Family:
     rules = (
         Record(c.rname(R.grad_norm_finite), expr(f"""
             max {c.by(L.job_id)} (({c.m(M.train_grad_norm)} >= 0) < +Inf)
+        """)),
+        Record(c.rname(R.loss_finite), expr(f"""
+            max {c.by(L.job_id)} (({c.m(M.train_loss)} > -Inf) < +Inf)
         """)),
         Record(c.rname(R.grad_norm_baseline), expr(f"""
             quantile_over_time(0.5, {c.r(R.grad_norm_finite)}[{base}])
@@ -91,14 +115,21 @@ def build(c: Ctx) -> Family:
                 {_nonfinite(c, M.train_grad_norm, 'grad_norm')}
                 or
                 {_nonfinite(c, M.train_loss, 'loss')}
+                or
+                {_flagged(c)}
+                or
+                {_unseen(c, M.train_grad_norm, R.grad_norm_finite, 'grad_norm')}
+                or
+                {_unseen(c, M.train_loss, R.loss_finite, 'loss')}
             """),
             for_="1m",
             severity="critical",
             role="workload",
             summary=f"NaN or Inf {c.tl(L.signal)} in job {job}",
             description=(
-                f"The {c.tl(L.signal)} of job {job} is NaN or Inf on {{{{ $value }}}} "
-                "series. The run is no longer learning; stop it and restart "
+                f"The {c.tl(L.signal)} of job {job} is NaN or Inf (or, where the store "
+                "drops NaN samples, has had no finite value while every rank kept "
+                "stepping). The run is no longer learning; stop it and restart "
                 "from the last good checkpoint."),
         ),
         Alert(
@@ -118,4 +149,4 @@ def build(c: Ctx) -> Family:
                 f"the last {long}. Training has stalled."),
         ),
     )
-    return Family(NAME, __doc__, rules)
+    return Family(NAME, __doc__, rules, requires=REQUIRES)

@@ -46,12 +46,15 @@ def build(c: Ctx) -> Family:
     job = c.tl(L.job_id)
     rules = (
         # Counted from the raw counts: nothing reads the steps of each rank, and a record
-        # of them was every rank written and read again every evaluation.
+        # of them was every rank written and read again every evaluation. A 0 once no
+        # rank progresses (for the memory window), not no value: a store that loses a
+        # recorded series' staleness marker would return the last count for its lookback.
         Record(c.rname(R.ranks_progressing), expr(f"""
             count {c.by(L.job_id)} (
               sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_step_seconds, '_count', progress, fn='increase')})
               > 0
             )
+            or {c.on(L.job_id)} 0 * {world}
         """)),
         Record(c.rname(R.world_size), expr(f"""
             max {c.by(L.job_id)} ({c.m(M.train_world_size)})

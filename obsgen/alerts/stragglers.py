@@ -171,23 +171,21 @@ def build(c: Ctx) -> Family:
         """)),
         # The rest of the stage: its slowest rank left out, so a slow rank is never part of
         # what it is compared with (a stage of one has no baseline and is not judged).
-        Record(c.rname(R.busy_baseline), expr(f"""
-            quantile {c.by(L.job_id, L.stage)} (0.5,
-              {c.r(R.busy_mean)}
-              unless {c.on(L.job_id, L.rank, L.node)}
-              topk {c.by(L.job_id, L.stage)} (1, {c.r(R.busy_mean)})
-            )
-        """)),
+        Record(c.rname(R.busy_baseline), expr(baseline_of(c))),
         # Judged once the stage has two rate windows behind it: in a series' first window
         # rate() extrapolates its _sum and _count differently when the first steps were
         # slower (compilation, warm-up), each rank's scrape phase gives it another error,
         # and a rank whose first minutes were slower would still be flagged in the second.
         # Recorded for the straggling ranks only, valued as their ratio to the baseline
         # (the alerts read it, not a ratio of every rank; the dashboards compute that).
-        Record(c.rname(R.straggler_flag), expr(f"""
-            {over_baseline(c)} > {c.t('straggler_ratio')}
-            and {c.on(L.job_id, L.stage)} {c.r(R.busy_baseline)} offset {two}
-        """)),
+        # The baseline is computed here from the same read of the means, not read back
+        # from its record: a ruler on remote storage reads a record one evaluation late,
+        # and at a restart that divided the new processes' warm-up by the old median;
+        # and only the processes scraped now (live_mean).
+        Record(c.rname(R.straggler_flag),
+               f"{over_baseline(c, live_mean(c), baseline_of(c, live_mean(c)))} "
+               f"> {c.t('straggler_ratio')}\n"
+               f"and {c.on(L.job_id, L.stage)} {c.r(R.busy_baseline)} offset {two}"),
         # The mesh as facts (they change only when a job starts or resizes): each rank's
         # place, and how many ranks of a stage sit at each position of its groups. The
         # rules below join the few straggling ranks with them, not with the mesh info of
@@ -324,6 +322,24 @@ def build(c: Ctx) -> Family:
         ),
     )
     return Family(NAME, __doc__, rules)
+
+
+def baseline_of(c: Ctx, mean: str | None = None) -> str:
+    """The median busy time (``mean``, by default the record) of each stage with its
+    slowest rank left out."""
+    mean = mean or c.r(R.busy_mean)
+    return (f"quantile {c.by(L.job_id, L.stage)} (0.5,\n  {mean}\n"
+            f"  unless {c.on(L.job_id, L.rank, L.node)}\n"
+            f"  topk {c.by(L.job_id, L.stage)} (1, {mean})\n)")
+
+
+def live_mean(c: Ctx) -> str:
+    """The busy-time record of the processes scraped now. A store that loses a recorded
+    series' staleness marker (vmalert writes it at the last value's timestamp) returns
+    the ended series for its lookback: after a restart on other hosts, the old processes'
+    means beside the new ones. The scrapes' own staleness markers do not get lost."""
+    return (f"({c.r(R.busy_mean)} and {c.on(L.job_id, L.rank, L.stage, L.node)} "
+            f"{c.m(M.train_compute_seconds, '_count')})")
 
 
 def over_baseline(c: Ctx, mean: str | None = None, baseline: str | None = None) -> str:

@@ -375,10 +375,17 @@ class Telemetry:
         self.clock.measure([(start, end)], hist.observe)
 
     def loss(self, value: float) -> None:
-        self._labels(M.train_loss).set(_float(value))
+        self._signal(M.train_loss, "loss", _float(value))
 
     def grad_norm(self, value: float) -> None:
-        self._labels(M.train_grad_norm).set(_float(value))
+        self._signal(M.train_grad_norm, "grad_norm", _float(value))
+
+    def _signal(self, metric, signal: str, value: float) -> None:
+        """The value itself (NaN and Inf kept) and train_nonfinite, the 0/1 a store that
+        drops NaN samples keeps."""
+        self._labels(metric).set(value)
+        flag = self._labels(M.train_nonfinite, **{L.signal.key: signal})
+        flag.set(0.0 if math.isfinite(value) else 1.0)
 
     def expert_tokens(self, expert: int | str, tokens: int) -> None:
         """Tokens routed to an MoE expert hosted by this rank (summed over layers)."""

@@ -9,7 +9,7 @@ less than half of its long baseline's window).
 """
 from __future__ import annotations
 
-from ..synth import GradNaN, GradSpike, GradVanish, Job, Restart
+from ..synth import GradNaN, GradSpike, GradVanish, Job, RankLoss, Restart
 from .model import Fires, NotStated, Quiet, Scenario, Setting, words
 
 EXPL, NONF, VAN = "Train_GradientExplosion", "Train_GradientNonFinite", "Train_GradientVanishing"
@@ -34,6 +34,31 @@ def scenarios(s: Setting) -> list:
         [Job(job_id=JOB, faults=(GradNaN(start=onset * MIN),))], onset + w + 3,
         [Fires(NONF, onset, w, ({"job_id": JOB, "signal": "grad_norm"},), words(w)),
          *[Quiet(a) for a in (EXPL,) if s.has(a)]]))
+    # A store that drops NaN samples (VictoriaMetrics): the instrument's train_nonfinite
+    # still says it; a source with the raw gauges only is seen by the norm's absence.
+    out.append(Scenario(
+        f"on a store that drops NaN samples, a NaN gradient norm from obsgen.instrument fires "
+        f"{NONF} from train_nonfinite within its for and two evaluations ({words(w)})",
+        [Job(job_id=JOB, drops_nan=True, faults=(GradNaN(start=onset * MIN),))], onset + w + 3,
+        [Fires(NONF, onset, w, ({"job_id": JOB, "signal": "grad_norm"},), words(w)),
+         *[Quiet(a) for a in (EXPL,) if s.has(a)]]))
+    w = s.w("progress") + s.for_(NONF) + 2 * every + 2 * s.every("ranks")
+    out.append(Scenario(
+        f"on a store that drops NaN samples, a NaN gradient norm from a source without "
+        f"train_nonfinite (Megatron) fires {NONF} once the job steps through the progress "
+        f"window with no finite norm: within it, the for and two evaluations of both "
+        f"families ({words(w)})",
+        [Job(job_id=JOB, drops_nan=True, nonfinite_gauge=False,
+             faults=(GradNaN(start=onset * MIN),))], onset + w + 3,
+        [Fires(NONF, onset, w, ({"job_id": JOB, "signal": "grad_norm"},), words(w)),
+         *[Quiet(a) for a in (EXPL,) if s.has(a)]]))
+    for hang, what in ((True, "the others hang"), (False, "the others keep training")):
+        out.append(Scenario(
+            f"on a store that drops NaN samples, the rank that reports the norm vanishing while "
+            f"{what} fires no {NONF} (Train_RankFailed's)",
+            [Job(job_id=JOB, drops_nan=True, nonfinite_gauge=False,
+                 faults=(RankLoss(ranks=(7,), at=onset * MIN, hang=hang),))], onset + w + 3,
+            [Quiet(NONF)] if s.has(NONF) else []))
     factor = 4 * s.t("grad_explosion_factor")
     w = s.for_(EXPL) + 2 * every
     hold = w + 1

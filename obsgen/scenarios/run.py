@@ -4,9 +4,15 @@ The rule files are read as rendered, whatever the format: the groups of a
 PrometheusRule, Mimir or Thanos file are written, unchanged, to a plain rule file
 promtool reads. A test file obsgen rendered runs one scenario at a time, so a failure is
 named by its sentence; a test file of the user's own runs as written.
+
+With ``late=True`` (``obsgen test --late-reads``) the scenarios run on the rules as a
+ruler on remote storage reads them (``late.late_rules``: every record one evaluation
+late), each "fires within" check moved by the alert's delay (``late.delays``); the
+user's own files, whose times are theirs, are left out.
 """
 from __future__ import annotations
 
+import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,10 +21,11 @@ from pathlib import Path
 import yaml
 
 from .. import promtool
-from ..config import Config
+from ..config import Config, duration, seconds
 from ..output import is_generated
 from ..targets import TARGETS
-from . import PREFIX
+from . import PREFIX, late as late_reads
+from .series import SCRAPE
 
 
 @dataclass
@@ -48,12 +55,43 @@ def ours(path: Path) -> bool:
     return path.name.startswith(PREFIX) and is_generated(path)
 
 
-def split(path: Path, plain: dict[str, Path], tmp: Path) -> list[tuple[str, Path]]:
-    """One test file per scenario of a rendered file, reading ``plain`` rule files."""
+def read_late(plain: dict[str, Path], tmp: Path) -> tuple[dict[str, Path], dict[str, float]]:
+    """The plain rule files with every record read one evaluation late, and each alert's
+    added delay in seconds."""
+    docs = {name: yaml.safe_load(path.read_text()) for name, path in plain.items()}
+    out = {}
+    for name, doc in zip(docs, late_reads.late_rules(list(docs.values()), SCRAPE, late_reads.LOOKBACK)):
+        out[name] = tmp / "late" / name
+        out[name].parent.mkdir(exist_ok=True)
+        out[name].write_text(yaml.safe_dump(doc, sort_keys=False, width=1 << 20))
+    return out, late_reads.delays(list(docs.values()), SCRAPE)
+
+
+ALERTNAME = re.compile(r'alertname="([^"]+)"')
+
+
+def _later(test: dict, delays: dict[str, float]) -> dict:
+    """``test`` with each check that an alert fires evaluated its delay later."""
+    checks = []
+    for check in test.get("promql_expr_test") or []:
+        name = ALERTNAME.search(check["expr"])
+        if check.get("exp_samples") and name and delays.get(name.group(1)):
+            check = {**check, "eval_time": duration(seconds(check["eval_time"])
+                                                    + delays[name.group(1)])}
+        checks.append(check)
+    return {**test, "promql_expr_test": checks}
+
+
+def split(path: Path, plain: dict[str, Path], tmp: Path,
+          delays: dict[str, float] | None = None) -> list[tuple[str, Path]]:
+    """One test file per scenario of a rendered file, reading ``plain`` rule files (each
+    firing check moved by its alert's ``delays``)."""
     doc = yaml.safe_load(path.read_text())
     files = [plain.get(Path(f).name, (path.parent / f).resolve()) for f in doc["rule_files"]]
     out = []
     for i, test in enumerate(doc.get("tests") or []):
+        if delays:
+            test = _later(test, delays)
         one = tmp / f"{path.stem}-{i}.yaml"
         one.write_text(yaml.safe_dump({**doc, "rule_files": [str(f) for f in files],
                                        "tests": [test]}, sort_keys=False, width=1 << 20))
@@ -61,15 +99,21 @@ def split(path: Path, plain: dict[str, Path], tmp: Path) -> list[tuple[str, Path
     return out
 
 
-def run(rules: list[Path], fixtures: list[Path], cfg: Config, jobs: int = 2) -> list[Outcome]:
-    """The outcome of every scenario of obsgen's test files and of every other test file."""
+def run(rules: list[Path], fixtures: list[Path], cfg: Config, jobs: int = 2,
+        late: bool = False) -> list[Outcome]:
+    """The outcome of every scenario of obsgen's test files and of every other test file
+    (``late``: of obsgen's scenarios only, on the rules read late)."""
     with tempfile.TemporaryDirectory(prefix="obsgen-test-") as tmp:
         plain = plain_rules(rules, cfg, Path(tmp))
+        delays = None
+        if late:
+            plain, delays = read_late(plain, Path(tmp))
         todo: list[tuple[str, Path, Path]] = []  # (label, file, cwd)
         for path in fixtures:
             if ours(path):
-                todo.extend((label, one, path.parent) for label, one in split(path, plain, Path(tmp)))
-            else:
+                todo.extend((label, one, path.parent)
+                            for label, one in split(path, plain, Path(tmp), delays))
+            elif not late:
                 todo.append((str(path), path, path.parent))
 
         def one(item):

@@ -9,7 +9,7 @@ and a minute of scrapes and evaluations of the onset.
 """
 from __future__ import annotations
 
-from ..synth import Job, RotatingSlow, SlowRank
+from ..synth import Job, Restart, RotatingSlow, SlowRank
 from .model import Fires, NotStated, Quiet, Scenario, Setting, words
 
 P, T = "Train_Straggler_Persistent", "Train_Straggler_Transient"
@@ -32,6 +32,14 @@ def scenarios(s: Setting) -> list:
     out: list = [Scenario(
         f"a healthy job (ranks {spread:.1%} apart, warm-up, checkpoints) fires no straggler alert",
         [Job(**healthy)], onset + within + 5, quiet)]
+    # New processes warm up together: judged against each other, never the old median
+    # (a ruler reading records one evaluation late once divided the two).
+    persist = s.w("straggler_persistence")
+    for gap in (1, 3):
+        out.append(Scenario(
+            f"a restart with a {words(gap)} gap, new instances and their warm-up fires no "
+            "straggler alert", [Job(**healthy, faults=(Restart(at=onset * MIN, gap=gap * MIN),))],
+            onset + persist + s.for_(T) + 2, quiet))
     slow = f"one GPU {factor - 1:.0%} slower"
     if factor > 3:
         return out + [NotStated(f"{slow} fires {P}",
@@ -55,7 +63,6 @@ def scenarios(s: Setting) -> list:
     # A straggler that moves on each period: it recovers before Persistent's for ends
     # only if the period is short enough; count the ranks that straggled and recovered.
     k = s.t("straggler_transient_ranks")
-    persist = s.w("straggler_persistence")
     period = max(2.0, round(0.6 * rate * 2) / 2)  # the mean gets 60% of the way up
     if k > 7 or (k + 1) * period + rate > persist:
         out.append(NotStated(

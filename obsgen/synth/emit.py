@@ -109,6 +109,10 @@ class _Emit:
         if j.grad_from_all_ranks or rank == j.ranks - 1:
             out[self._key(rank, M.train_grad_norm.key)] = grad
             out[self._key(rank, M.train_loss.key)] = loss
+            if j.nonfinite_gauge:
+                for signal, v in (("grad_norm", grad), ("loss", loss)):
+                    key = self._key(rank, M.train_nonfinite.key, **{L.signal.key: signal})
+                    out[key] = 0.0 if math.isfinite(v) else 1.0
         return out
 
     def init_counters(self) -> None:

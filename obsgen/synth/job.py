@@ -84,6 +84,12 @@ class Job:
     planned_end: float | None = None  # export the planned end (seconds after start)
     gpu_info: bool = False  # export train_rank_gpu_info (one GPU UUID per rank)
     grad_from_all_ranks: bool = False  # like Megatron: only the last rank reports by default
+    # Export train_nonfinite beside the norm and loss, as obsgen.instrument does (False: a
+    # source that exports the raw gauges only, e.g. Megatron through NeMo Lens)
+    nonfinite_gauge: bool = True
+    # The store drops NaN samples at ingestion, as VictoriaMetrics does: a NaN gauge leaves
+    # a gap (no staleness marker: the series is still in every scrape)
+    drops_nan: bool = False
     start: float = 0.0
     init: float = 0.0  # seconds after start before the first step (metrics already served)
     stop: float = math.inf  # the job (all ranks) exits at this time without completing

@@ -293,6 +293,9 @@ class _Sim(_Emit, _Sidecar):
             if j.nccl is not None and not self.exporter_down(t):
                 scrape.samples.update(self.nccl_samples())
             now = set(scrape.samples)
+            if j.drops_nan:
+                scrape.samples = {k: v for k, v in scrape.samples.items()
+                                  if not (isinstance(v, float) and math.isnan(v))}
         for key in self.live - now:
             scrape.samples[key] = STALE
         self.live = now
