@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 E2E_STAMP := $(VENV)/.installed-e2e
 BENCH_STAMP := $(VENV)/.installed-bench
 TOOLS  := promtool vmalert amtool
-E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager
+E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager victoria-metrics
 
 .DEFAULT_GOAL := help
 .PHONY: help render check test e2e bench bench-scale bench-quick detect lint fuzz fixtures golden tools e2e-tools clean
@@ -36,7 +36,7 @@ check: $(STAMP) ## fail when committed generated files are stale
 tools: ## install promtool, vmalert, amtool (Debian prometheus, victoria-metrics, prometheus-alertmanager) when missing
 	@scripts/ensure-tools.sh $(TOOLS)
 
-e2e-tools: ## install prometheus and prometheus-alertmanager when missing
+e2e-tools: ## install prometheus, prometheus-alertmanager and victoria-metrics when missing
 	@scripts/ensure-tools.sh $(E2E_TOOLS)
 
 test: $(STAMP) tools check ## staleness check, unit tests, promtool checks and fixtures
@@ -45,7 +45,7 @@ test: $(STAMP) tools check ## staleness check, unit tests, promtool checks and f
 fuzz: $(STAMP) tools ## property tests: 5,000 random examples each (make test: 200), 40 random configs of rendered scenarios (make test: 3)
 	OBSGEN_FUZZ=1 $(BIN)/pytest -q -p no:cacheprovider tests/test_properties.py tests/test_scenario_properties.py
 
-e2e: $(E2E_STAMP) e2e-tools check ## end to end: simulator and PyTorch DDP into real Prometheus + Alertmanager
+e2e: $(E2E_STAMP) e2e-tools check ## end to end: simulator and PyTorch jobs into real Prometheus + Alertmanager, and VictoriaMetrics + vmalert beside Prometheus
 	$(BIN)/pytest -q -m e2e tests/e2e
 	$(BIN)/python -m benchmarks.scale --quick
 

@@ -9,6 +9,7 @@ declare -A PACKAGE=(
   [promtool]=prometheus
   [prometheus]=prometheus
   [vmalert]=victoria-metrics
+  [victoria-metrics]=victoria-metrics
   [prometheus-alertmanager]=prometheus-alertmanager
   [amtool]=prometheus-alertmanager
 )

@@ -1,0 +1,264 @@
+"""VictoriaMetrics (single node) and vmalert beside a Prometheus of their own, all fed by
+one simulator, for the parity test (tests/e2e/test_vm_parity.py).
+
+VictoriaMetrics scrapes the simulator itself, with the scrape configuration Prometheus
+gets, and vmalert evaluates the same rendered rule files against it: it queries
+VictoriaMetrics and writes every recorded series and ALERTS back to it. Their time
+constants are scaled with the world as Prometheus' are (obsgen/simulate/prometheus.py);
+those VictoriaMetrics cannot scale are listed in ``FIXED``.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import yaml
+
+from obsgen import config, registry, timescale
+from obsgen.config import duration, seconds
+from obsgen.scenarios import late
+from obsgen.simulate import prometheus as promconfig
+
+from . import harness
+
+BINARIES = ("victoria-metrics", "vmalert")
+
+# Delays of VictoriaMetrics 1.79 in wall seconds, whatever the speed of the world:
+FIXED = {
+    # -search.latencyOffset: an instant query for "now" is answered for now - offset;
+    # values under one second count as one second.
+    "latency_offset": 1.0,
+    # a sample becomes searchable when the in-memory rows are flushed, once a second
+    "ingest_flush": 1.0,
+    # A series VictoriaMetrics has not stored before is missed by a selector that was
+    # queried since its creation, until the tag-filter cache is reset: at most once per
+    # 10 s, after the index rows are flushed (one more second).
+    "new_series": 11.0,
+}
+REMOTE_WRITE_FLUSH = 0.1  # vmalert's default is 5 s
+
+
+def missing() -> list[str]:
+    return [b for b in BINARIES if not shutil.which(b)]
+
+
+def render(out: Path, factor: float) -> Path:
+    """Rules rendered into ``out/render`` from the time-scaled profile of ``factor``: the
+    committed e2e profile when it is that one, otherwise one written by obsgen.timescale."""
+    profile = harness.PROFILE
+    if timescale.check(config.load(profile, alert_names=registry.alert_names())) != factor:
+        profile = out / "profile.yaml"
+        profile.write_text(timescale.profile_yaml(factor))
+    r = subprocess.run([sys.executable, "-m", "obsgen", "render", "--config", str(profile),
+                        "--out", str(out / "render")], capture_output=True, text=True,
+                       cwd=harness.ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return profile
+
+
+def scrape_config(speed: float, sd_file: Path) -> dict:
+    """The simulator's targets from ``sd_file``, the scrape interval scaled; the same for
+    both engines. No refresh_interval, which VictoriaMetrics refuses: the file is complete
+    before either engine starts, and the simulator's slots never change."""
+    interval = duration(timescale.SCRAPE_INTERVAL / speed)
+    return {"global": {"scrape_interval": interval, "scrape_timeout": interval},
+            "scrape_configs": [{"job_name": "training",
+                                "file_sd_configs": [{"files": [str(sd_file)]}]}]}
+
+
+def victoria_metrics_flags(speed: float) -> list[str]:
+    """-search.maxLookback is Prometheus' --query.lookback-delta, scaled: without it the
+    lookback of a bare selector is the query's step, 5m from vmalert, and a vanished
+    series would linger 100 model minutes at 20x. -search.latencyOffset at its floor: the
+    default 30s hides the last 30 s from every rule. No answer from the response cache,
+    whatever its idea of which time ranges are final (-search.cacheTimestampOffset then
+    matters no more). No -dedup.minScrapeInterval: every sample is kept, as in Prometheus."""
+    return [f"-search.maxLookback={duration(timescale.LOOKBACK_DELTA / speed)}",
+            f"-search.latencyOffset={FIXED['latency_offset']:g}s",
+            "-search.disableCache", "-loggerLevel=WARN"]
+
+
+def vmalert_flags(speed: float, vm_url: str, notifier_url: str) -> list[str]:
+    """vmalert reads and writes VictoriaMetrics (remote read only restores alert state at
+    start). Groups without an interval of their own evaluate at the scaled global one, as
+    in Prometheus. Without -disableAlertgroupLabel every alert and ALERTS series would have
+    a label Prometheus' lack. -datasource.lookback stays 0, and -datasource.queryStep and
+    -datasource.queryTimeAlignment at their defaults: vmalert 1.79 sends ``time`` in
+    whole seconds, which VictoriaMetrics replaces by now - latency offset for a query of
+    the last second, and a bare selector's lookback is -search.maxLookback anyway."""
+    return [f"-datasource.url={vm_url}", f"-remoteWrite.url={vm_url}",
+            f"-remoteRead.url={vm_url}",
+            f"-evaluationInterval={duration(timescale.EVALUATION_INTERVAL / speed)}",
+            f"-remoteWrite.flushInterval={duration(REMOTE_WRITE_FLUSH)}",
+            f"-notifier.url={notifier_url}", "-disableAlertgroupLabel", "-loggerLevel=WARN"]
+
+
+class Sink:
+    """Takes vmalert's notifications and drops them: vmalert will not start without a
+    notifier, and Alertmanager is not what the parity test looks at."""
+    server: ThreadingHTTPServer | None = None
+
+    def start(self) -> str:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(200)
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    expr: str
+    interval: float  # wall seconds between evaluations of its group
+    reads: frozenset[str]  # the recorded series on its firing path (late.firing_reads)
+
+
+def rules(rules_dir: Path, speed: float) -> dict[str, list[Rule]]:
+    """Every rule of the rendered files by name (recording rules and alerts), with the
+    recorded series it reads on its firing path. Facts (the ``-facts`` groups: world size,
+    mesh, pipeline shape) are left out: they are recorded from a job's start, long before
+    any fault, so how late they arrive moves no alert."""
+    default = timescale.EVALUATION_INTERVAL / speed
+    parsed = [(r.get("record") or r["alert"], r["expr"],
+               seconds(g["interval"]) if "interval" in g else default)
+              for p in sorted(rules_dir.glob("*.yaml"))
+              for g in yaml.safe_load(p.read_text())["groups"] if not g["name"].endswith("-facts")
+              for r in g["rules"]]
+    recorded = {name for name, _, _ in parsed if ":" in name}
+    out: dict[str, list[Rule]] = {}
+    for name, expr, interval in parsed:
+        reads = late.firing_reads(expr, recorded)  # the right side of an unless left out
+        out.setdefault(name, []).append(Rule(name, expr, interval, frozenset(reads)))
+    return out
+
+
+def chain(all_rules: dict[str, list[Rule]], name: str) -> list[float]:
+    """The longest chain of rules under ``name`` (by the sum of their intervals), as the
+    evaluation interval of each: ``name``'s first, then the recording rule it reads, and
+    so on down to one that reads scraped series only."""
+    best: list[float] = []
+    for rule in all_rules[name]:
+        below = max((chain(all_rules, r) for r in rule.reads), key=sum, default=[])
+        if rule.interval + sum(below) > sum(best):
+            best = [rule.interval, *below]
+    return best
+
+
+def firing_records(all_rules: dict[str, list[Rule]], name: str) -> set[str]:
+    """Every recorded series on the firing path of ``name``, however deep."""
+    out: set[str] = set()
+    for rule in all_rules[name]:
+        for read in rule.reads - out:
+            out |= {read} | firing_records(all_rules, read)
+    return out
+
+
+@dataclass
+class Engines:
+    """The simulator and the two engines that scrape it, by their APIs."""
+    rendered: Path  # everything rendered from the profile: rules/, ...
+    sim_url: str
+    wall0: float  # the first scrape, when the jobs' clock started
+    prom: harness.Prometheus
+    vm: harness.Prometheus  # VictoriaMetrics answers Prometheus' query API
+    vmalert: harness.Prometheus  # and vmalert its /api/v1/alerts
+    names: list[str]
+    sink: Sink
+
+    def stop(self, procs: harness.Processes) -> None:
+        for name in reversed(self.names):
+            procs.stop(name)
+        self.sink.stop()
+
+
+def start(procs: harness.Processes, tmp: Path, factor: float, scenarios: list[str],
+          prefix: str = "parity") -> Engines:
+    """One simulator (``scenarios``, each its own job), a Prometheus with the rendered
+    rules and a VictoriaMetrics that both scrape it, and vmalert on VictoriaMetrics.
+    Prometheus starts first, so the jobs' clock starts at its first scrape, as in the
+    other e2e tests; VictoriaMetrics follows within a second or two. What started is
+    stopped again when the rest cannot start."""
+    names = [f"{prefix}-{n}" for n in ("simulator", "prometheus", "victoria-metrics", "vmalert")]
+    sink = Sink()
+    try:
+        return _start(procs, tmp, factor, scenarios, names, sink)
+    except BaseException:
+        for name in reversed(names):
+            procs.stop(name)
+        sink.stop()
+        raise
+
+
+def _start(procs: harness.Processes, tmp: Path, factor: float, scenarios: list[str],
+           names: list[str], sink: Sink) -> Engines:
+    profile = render(tmp, factor)
+    rules_dir = tmp / "render" / "rules"
+    sim, prom_name, vm_name, vmalert_name = names
+    sd, port_file = tmp / "sim-sd.json", tmp / "sim-port"
+    argv = [sys.executable, "-m", "obsgen", "simulate", "--config", str(profile), "--port", "0",
+            "--port-file", str(port_file), "--file-sd", str(sd), "--start-on-scrape"]
+    for s in scenarios:
+        argv += ["--scenario", s]
+    procs.start(sim, argv, cwd=harness.ROOT)
+    # the port file comes after the targets file has its final port
+    harness.wait_until("simulator port",
+                       lambda: port_file.exists() and port_file.read_text().strip(), 30,
+                       on_fail=lambda: procs.log(sim))
+    sim_url = f"http://127.0.0.1:{port_file.read_text().strip()}"
+    scrape = scrape_config(factor, sd)
+
+    prom_port, vm_port, vmalert_port = harness.free_port(), harness.free_port(), harness.free_port()
+    doc = promconfig.config(None, factor, sorted(str(p) for p in rules_dir.glob("*.yaml")))
+    doc["scrape_configs"] = scrape["scrape_configs"]
+    (tmp / "prometheus.yaml").write_text(yaml.safe_dump(doc))
+    procs.start(prom_name, [
+        shutil.which("prometheus"), f"--config.file={tmp / 'prometheus.yaml'}",
+        f"--storage.tsdb.path={tmp / 'prom-data'}", f"--web.listen-address=127.0.0.1:{prom_port}",
+        "--log.level=warn", *promconfig.flags(factor)])
+    prom = harness.Prometheus(f"http://127.0.0.1:{prom_port}")
+    harness.wait_until("prometheus ready", lambda: harness.get(f"{prom.url}/-/ready", timeout=2),
+                       60, on_fail=lambda: procs.log(prom_name))
+
+    (tmp / "scrape.yaml").write_text(yaml.safe_dump(scrape))
+    procs.start(vm_name, [
+        shutil.which("victoria-metrics"), f"-storageDataPath={tmp / 'vm-data'}",
+        f"-httpListenAddr=127.0.0.1:{vm_port}", f"-promscrape.config={tmp / 'scrape.yaml'}",
+        *victoria_metrics_flags(factor)])
+    vm = harness.Prometheus(f"http://127.0.0.1:{vm_port}")
+    harness.wait_until("victoria-metrics ready", lambda: harness.get(f"{vm.url}/health", timeout=2),
+                       60, on_fail=lambda: procs.log(vm_name))
+
+    procs.start(vmalert_name, [
+        shutil.which("vmalert"), f"-rule={rules_dir / '*.yaml'}",
+        f"-httpListenAddr=127.0.0.1:{vmalert_port}", *vmalert_flags(factor, vm.url, sink.start())])
+    vmalert = harness.Prometheus(f"http://127.0.0.1:{vmalert_port}")
+    harness.wait_until("vmalert ready", lambda: harness.get(f"{vmalert.url}/health", timeout=2), 60,
+                       on_fail=lambda: procs.log(vmalert_name))
+
+    status = harness.wait_until("the first scrape", lambda: (lambda s: s["wall0"] and s)(
+        json.loads(harness.get(f"{sim_url}/status"))), 60, on_fail=lambda: procs.log(sim))
+    assert status["speed"] == factor
+    targets = status["targets"]
+    for name, engine in (("prometheus", prom), ("victoria-metrics", vm)):
+        harness.wait_until(f"{name} scraping every target",
+                           lambda e=engine: e.targets_up() >= targets, 30)
+    return Engines(tmp / "render", sim_url, status["wall0"], prom, vm, vmalert, names, sink)
