@@ -87,10 +87,17 @@ def cmd_test(args) -> int:
         print(f"{folder}: no promtool test files (render them with scenario_tests.enabled, "
               "or add your own)", file=sys.stderr)
         return 1
-    outcomes = scenario_run.run(rules, fixtures, cfg, late=args.late_reads)
+    if args.late_reads and args.boundaries:
+        print("--late-reads and --boundaries: choose one", file=sys.stderr)
+        return 2
+    outcomes = scenario_run.run(rules, fixtures, cfg, late=args.late_reads,
+                                boundaries=args.boundaries)
     if args.late_reads:
         print("late reads: obsgen's scenarios on the rules with every record read one "
               "evaluation late (your own test files run without --late-reads)")
+    if args.boundaries:
+        print("boundaries: every test on left-open windows (Prometheus 3), obsgen's "
+              "scenarios also with inputs half an interval late, and both")
     notes = scenarios.unstated(cfg) if cfg["scenario_tests"]["enabled"] else []
     for line in notes:
         print(f"not stated: {line}")
@@ -155,6 +162,9 @@ def _test_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--late-reads", action="store_true",
                    help="run obsgen's scenarios as a ruler on remote storage (vmalert, Thanos, "
                    "Mimir, rule_query_offset) reads records: one evaluation late")
+    p.add_argument("--boundaries", action="store_true",
+                   help="run every test on left-open windows (Prometheus 3) and obsgen's "
+                   "scenarios also with inputs half an interval late: the same outcomes")
 
 
 # name -> (help, add arguments, handler). Add a subcommand here.

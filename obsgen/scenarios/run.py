@@ -9,6 +9,11 @@ With ``late=True`` (``obsgen test --late-reads``) the scenarios run on the rules
 ruler on remote storage reads them (``late.late_rules``: every record one evaluation
 late), each "fires within" check moved by the alert's delay (``late.delays``); the
 user's own files, whose times are theirs, are left out.
+
+With ``boundaries=True`` (``obsgen test --boundaries``) every test runs again on rules
+whose windows are left-open (Prometheus 3), obsgen's scenarios also with their inputs
+half an interval late and with both (``boundaries``); the user's own files run
+left-open only.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from .. import promtool
 from ..config import Config, duration, seconds
 from ..output import is_generated
 from ..targets import TARGETS
-from . import PREFIX, late as late_reads
+from . import PREFIX, boundaries as edges, late as late_reads
 from .series import SCRAPE
 
 
@@ -83,13 +88,16 @@ def _later(test: dict, delays: dict[str, float]) -> dict:
 
 
 def split(path: Path, plain: dict[str, Path], tmp: Path,
-          delays: dict[str, float] | None = None) -> list[tuple[str, Path]]:
+          delays: dict[str, float] | None = None, shift: bool = False) -> list[tuple[str, Path]]:
     """One test file per scenario of a rendered file, reading ``plain`` rule files (each
-    firing check moved by its alert's ``delays``)."""
+    firing check moved by its alert's ``delays``; with ``shift``, every input half an
+    interval late)."""
     doc = yaml.safe_load(path.read_text())
     files = [plain.get(Path(f).name, (path.parent / f).resolve()) for f in doc["rule_files"]]
     out = []
     for i, test in enumerate(doc.get("tests") or []):
+        if shift:
+            test = edges.shifted(test, _interval(test, doc))
         if delays:
             test = _later(test, delays)
         one = tmp / f"{path.stem}-{i}.yaml"
@@ -99,13 +107,60 @@ def split(path: Path, plain: dict[str, Path], tmp: Path,
     return out
 
 
+def _interval(test: dict, doc: dict) -> float:
+    """A test's input interval: its own, else the file's evaluation interval (promtool's
+    default for both: 1m)."""
+    return seconds(str(test.get("interval") or doc.get("evaluation_interval") or "1m"))
+
+
+def _rewired(path: Path, plain: dict[str, Path], tmp: Path) -> Path:
+    """The user's test file ``path`` reading ``plain`` rule files in place of its own of
+    the same names."""
+    doc = yaml.safe_load(path.read_text())
+    files = [str(plain.get(Path(f).name, (path.parent / f).resolve())) for f in doc["rule_files"]]
+    out = tmp / path.name
+    out.write_text(yaml.safe_dump({**doc, "rule_files": files}, sort_keys=False, width=1 << 20))
+    return out
+
+
+def left_open(plain: dict[str, Path], tmp: Path) -> dict[str, Path]:
+    """The plain rule files with every window left-open."""
+    docs = [yaml.safe_load(p.read_text()) for p in plain.values()]
+    out = {}
+    for name, doc in zip(plain, edges.left_open_rules(docs)):
+        out[name] = tmp / "rules" / name
+        out[name].parent.mkdir(parents=True, exist_ok=True)
+        out[name].write_text(yaml.safe_dump(doc, sort_keys=False, width=1 << 20))
+    return out
+
+
+def _boundary_todo(plain: dict[str, Path], fixtures: list[Path], tmp: Path):
+    alerts = {r["alert"] for p in plain.values()
+              for g in yaml.safe_load(p.read_text()).get("groups") or [] for r in g["rules"]
+              if "alert" in r}
+    for i, (variant, (opened, shift)) in enumerate(edges.VARIANTS.items()):
+        where = tmp / f"variant-{i}"
+        where.mkdir()
+        rules = left_open(plain, where) if opened else plain
+        for path in fixtures:
+            if ours(path):
+                delays = edges.delays(alerts, SCRAPE) if shift else None
+                yield from ((f"{label} [{variant}]", one, path.parent)
+                            for label, one in split(path, rules, where, delays, shift))
+            elif opened and not shift:
+                yield f"{path} [{variant}]", _rewired(path, rules, where), path.parent
+
+
 def run(rules: list[Path], fixtures: list[Path], cfg: Config, jobs: int = 2,
-        late: bool = False) -> list[Outcome]:
+        late: bool = False, boundaries: bool = False) -> list[Outcome]:
     """The outcome of every scenario of obsgen's test files and of every other test file
-    (``late``: of obsgen's scenarios only, on the rules read late)."""
+    (``late``: of obsgen's scenarios only, on the rules read late; ``boundaries``: of
+    each in the boundary variants)."""
     with tempfile.TemporaryDirectory(prefix="obsgen-test-") as tmp:
         plain = plain_rules(rules, cfg, Path(tmp))
         delays = None
+        if boundaries:
+            return _run(list(_boundary_todo(plain, fixtures, Path(tmp))), jobs, tmp)
         if late:
             plain, delays = read_late(plain, Path(tmp))
         todo: list[tuple[str, Path, Path]] = []  # (label, file, cwd)
@@ -116,11 +171,14 @@ def run(rules: list[Path], fixtures: list[Path], cfg: Config, jobs: int = 2,
             elif not late:
                 todo.append((str(path), path, path.parent))
 
-        def one(item):
-            label, path, cwd = item
-            result = promtool.test_rules([path.resolve()], cwd=cwd)
-            return Outcome(label, result.ok, result.output.replace(tmp, "<rules>"))
+        return _run(todo, jobs, tmp)
 
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            outcomes = list(pool.map(one, todo))
-    return outcomes
+
+def _run(todo: list[tuple[str, Path, Path]], jobs: int, tmp: str) -> list[Outcome]:
+    def one(item):
+        label, path, cwd = item
+        result = promtool.test_rules([path.resolve()], cwd=cwd)
+        return Outcome(label, result.ok, result.output.replace(tmp, "<rules>"))
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, todo))

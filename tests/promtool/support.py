@@ -28,9 +28,11 @@ from obsgen.scenarios.series import exact as _exact, fmt as _fmt, minutes as _mi
 @dataclass(frozen=True)
 class Fired:
     """One alert expected to be firing: its expression labels and its printed value, and
-    the ranks its description lists from a query (``listed``)."""
+    the ranks its description lists from a query (``listed``). A value of None is one that
+    depends on whether a window holds its left edge's sample (Prometheus 3 drops it): the
+    check is then on the ALERTS series, labels only."""
     labels: dict[str, str]
-    value: float | str
+    value: float | str | None
     listed: tuple[int, ...] = ()
 
 
@@ -170,6 +172,10 @@ def _alerts_by_name(rule_docs: list[dict]) -> dict[str, dict]:
             if "alert" in r}
 
 
+def _selector(labels: dict[str, str]) -> str:
+    return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+
 def build_file(family: str, rule_files: list[str], rule_docs: list[dict], reads: set[str],
                cases: dict[str, Case], source: str,
                group_eval_order: list[str]) -> str:
@@ -180,7 +186,15 @@ def build_file(family: str, rule_files: list[str], rule_docs: list[dict], reads:
     for sentence, case in cases.items():
         alert_tests, expr_tests = [], []
         for check in case.checks:
-            if isinstance(check, At):
+            if isinstance(check, At) and any(f.value is None for f in check.alerts):
+                rule = alerts[check.alert]
+                firing = {"alertname": check.alert, "alertstate": "firing"}
+                expr_tests.append({
+                    "expr": "ALERTS" + _selector(firing), "eval_time": _minutes(check.minute),
+                    "exp_samples": [{"labels": "ALERTS" + _selector(
+                        {**f.labels, **rule["labels"], **firing}), "value": 1}
+                        for f in check.alerts]})
+            elif isinstance(check, At):
                 rule = alerts[check.alert]
                 exp = []
                 for f in check.alerts:

@@ -30,7 +30,7 @@ CASES = {
     "restarts every 7 minutes that never reach a checkpoint fire RestartLoop once the last "
     "checkpoint is an hour old": Case(
         [looping], 80,
-        [Never(RL, end=70), At(72, RL, (restarts(looping, 72),)),
+        [Never(RL, end=69.5), At(72, RL, (restarts(looping, 72),)),
          At(80, RL, (restarts(looping, 80),)), Never(CS)]),
     "restarts every 15 minutes that each write a new checkpoint fire nothing": Case(
         [Fleet([Job(job_id=JOB, checkpoint_every=5 * MIN,

@@ -1,0 +1,97 @@
+"""Boundary sensitivity: do the rules and the fixtures give the same answers whether a
+window holds the sample at its left edge, and whether the samples fall on the evaluation
+times?
+
+Prometheus 3 made range selectors and subqueries left-open: at an evaluation time that
+coincides with a sample, ``x[5m]`` holds one sample fewer than on 2.x, and ``[30m:5m]``
+six points instead of seven. promtool evaluates a fixture at exact multiples of its
+interval, with every input sample on one, so a fixture can pass on 2.42 and fail on 3.x,
+or pass only because of where the samples happen to fall. Production groups evaluate at
+an offset of their own from the scrapes. Two variants of every test, which must give the
+same outcome:
+
+- ``left-open``: every range and subquery window of the rules one millisecond shorter,
+  which on promtool 2.42 is exactly 3.x's left-open window at those times;
+- ``shifted``: every input sample half an interval later (the test's interval halved, a
+  missing sample before each), so no sample lies on an evaluation time or a window's
+  edge. The evaluations then see each sample up to one interval later, so a check that
+  an alert fires is made one interval later (``delays``).
+
+``obsgen test --boundaries`` runs both, and both at once, on obsgen's scenarios, and the
+left-open variant on the user's own test files, whose times are theirs.
+"""
+from __future__ import annotations
+
+import re
+
+from ..config import duration, seconds
+
+STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+WINDOW = re.compile(r"\[\s*([0-9][0-9smhdwy]*)\s*(:[^\]]*)?\]")
+EPSILON = 0.001  # seconds: the finest step of a Prometheus duration
+
+VARIANTS = {  # name -> (windows left-open, inputs shifted)
+    "left-open windows": (True, False),
+    "inputs half an interval late": (False, True),
+    "both": (True, True),
+}
+
+
+def _shorter(m: re.Match) -> str:
+    return f"[{duration(seconds(m.group(1)) - EPSILON)}{m.group(2) or ''}]"
+
+
+def left_open(expr: str) -> str:
+    """``expr`` with every range and subquery window one millisecond shorter (string
+    literals, such as a regex's character class, left alone)."""
+    out, last = [], 0
+    for m in STRING.finditer(expr):
+        out += [WINDOW.sub(_shorter, expr[last:m.start()]), m.group(0)]
+        last = m.end()
+    return "".join(out) + WINDOW.sub(_shorter, expr[last:])
+
+
+def left_open_rules(docs: list[dict]) -> list[dict]:
+    """Rule file documents with every rule's windows left-open."""
+    return [{**d, "groups": [{**g, "rules": [{**r, "expr": left_open(str(r["expr"]))}
+                                             for r in g["rules"]]}
+                             for g in d.get("groups") or []]} for d in docs]
+
+
+NUMBER = r"[-+]?(?:[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?|Inf|NaN|inf|nan)"
+SERIES = re.compile(rf"^(?P<a>{NUMBER})(?:(?P<op>[-+])(?P<b>{NUMBER}))?x(?P<n>[0-9]+)$")
+
+
+def expand(values: str) -> list[str]:
+    """promtool's expanding notation, one entry per interval: ``a+bxn`` (n+1 values),
+    ``axn`` (a, n+1 times), ``_xn`` (n missing), ``_``, ``stale`` and numbers."""
+    out: list[str] = []
+    for tok in str(values).split():
+        if tok.startswith("_x"):
+            out += ["_"] * int(tok[2:])
+            continue
+        m = SERIES.match(tok)
+        if not m:
+            out.append(tok)
+            continue
+        a, n = float(m.group("a")), int(m.group("n"))
+        b = float(m.group("b") or 0) * (-1 if m.group("op") == "-" else 1)
+        out += [_number(a + i * b) if b else m.group("a") for i in range(n + 1)]
+    return out
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if x.is_integer() and abs(x) < 2 ** 53 else repr(x)
+
+
+def shifted(test: dict, interval: float) -> dict:
+    """``test`` with every input sample ``interval``/2 later."""
+    series = [{**s, "values": " ".join(v for x in expand(s["values"]) for v in ("_", x))}
+              for s in test.get("input_series") or []]
+    return {**test, "interval": duration(interval / 2), "input_series": series}
+
+
+def delays(alerts: set[str], interval: float) -> dict[str, float]:
+    """Alert name -> how much later inputs half an interval late may make it fire: one
+    evaluation."""
+    return {a: interval for a in alerts}
