@@ -190,6 +190,23 @@ DEFAULTS: dict[str, Any] = {
         # Trace attribute that holds the run id (the value of job_id).
         "trace_run_id_attribute": "nemo.run.id",
     },
+    # Kubernetes manifests of the dashboards, beside their JSON: dashboards/kubernetes/.
+    "dashboard_manifests": {
+        # Which to render: configmap (the Grafana sidecar, as kube-prometheus-stack runs it), grafana-operator (GrafanaDashboard); [] for none.
+        "kinds": [],
+        # Namespace the manifests are created in: one the sidecar or the operator watches.
+        "namespace": "monitoring",
+        # Prefix of each manifest's name; the dashboard's file name follows.
+        "name_prefix": "obsgen-",
+        # Label the Grafana sidecar finds dashboard ConfigMaps by (kube-prometheus-stack: grafana.sidecar.dashboards.label and labelValue).
+        "sidecar_label": {"grafana_dashboard": "1"},
+        # Grafana folder of the dashboards (the ConfigMaps' folder annotation, the GrafanaDashboards' spec.folder); null for the General folder.
+        "folder": "Training",
+        # Annotation the sidecar reads a ConfigMap's folder from (grafana.sidecar.dashboards.folderAnnotation).
+        "folder_annotation": "grafana_folder",
+        # Labels of the Grafana resources a GrafanaDashboard is imported into (spec.instanceSelector.matchLabels).
+        "instance_selector": {"dashboards": "grafana"},
+    },
 }
 
 DEFAULT_PATH = "obsgen.yaml"
@@ -341,11 +358,17 @@ def schema(alert_names: list[str] | None = None) -> dict[str, Any]:
     return doc
 
 
-def _merge(base: dict, over: dict) -> dict:
+# Label sets a config replaces whole: a selector with the default's label added would
+# select nothing the user meant.
+REPLACED = {("dashboard_manifests", "sidecar_label"), ("dashboard_manifests", "instance_selector")}
+
+
+def _merge(base: dict, over: dict, at: tuple[str, ...] = ()) -> dict:
     out = copy.deepcopy(base)
     for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and out[key]:
-            out[key] = _merge(out[key], value)
+        if (isinstance(value, dict) and isinstance(out.get(key), dict) and out[key]
+                and (*at, key) not in REPLACED):
+            out[key] = _merge(out[key], value, (*at, key))
         else:
             out[key] = copy.deepcopy(value)
     return out
@@ -375,6 +398,8 @@ def _reason(e: jsonschema.ValidationError) -> str:
     if v == "pattern":
         hint = e.schema.get("description", f"must match {e.validator_value}")
         return f"{hint}, got {got!r}"
+    if v in ("minProperties", "maxProperties") and "description" in e.schema:
+        return f"{e.schema['description']}, got {got!r}"
     if v == "minItems":
         return f"must list at least {e.validator_value} item{'s' if e.validator_value != 1 else ''}, got {got!r}"
     if v == "uniqueItems":

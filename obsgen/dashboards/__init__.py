@@ -20,7 +20,7 @@ from ..config import Config
 from ..model import Family
 from ..passes import DefinitionError
 from ..promql import Ctx
-from . import classic, dp, ep, fsdp, hardware, overview, pp, recovery, tp, v2
+from . import classic, dp, ep, fsdp, hardware, manifests, overview, pp, recovery, tp, v2
 from .model import View
 from .query import DATASOURCE, JOB, RANK_VAR, STAGE_VAR, Q
 
@@ -119,6 +119,7 @@ def files(families: list[Family], cfg: Config) -> dict[str, str]:
             meta = _meta(cfg, view.key, f"Training · {view.title}", view.question, view.source,
                          q.variables(view.variables), True)
             out[f"dashboards/{view.key}.json"] = dump(classic.dashboard(view, meta))
+    out.update(manifests.files(out, cfg))
     out[PROVISIONING] = render.dump_yaml(provider(cfg), f"{SOURCE}/__init__.py")
     return out
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 
 from ..config import Config
-from . import lint
+from . import lint, manifests
 
 ENV = "OBSGEN_GRAFANA_SCHEMAS"
 SHIPPED = Path(__file__).resolve().parent / "schemas" / "grafana"
@@ -67,7 +67,7 @@ def check(files: dict[str, str], cfg: Config, families) -> list[str]:
     docs = dashboard_files(files)
     if not docs:
         return []
-    problems = []
+    problems = manifests.problems(files)
     ctx = lint.Context.of(cfg, families)
     try:
         validators = schema_validators(schema_dir())
