@@ -206,6 +206,9 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
                  "help": recorded_by_name[name].help, "group": group_of[name],
                  "readers": list(dict.fromkeys(readers_of_record.get(name, [])))}
                 for name in index.records]
+    from . import configdoc
+    files["docs/config.md"] = configdoc.render(
+        header_md("the comments in obsgen/config.py and obsgen/config.schema.json"))
     from .scenarios.late import RULERS
     files["docs/remote-rulers.md"] = env.get_template("remote-rulers.md.j2").render(
         header=header_md("obsgen/scenarios/late.py"), rulers=RULERS,

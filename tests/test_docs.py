@@ -102,3 +102,23 @@ def test_metrics_doc_names_the_panels_that_read_each_metric():
     # a panel that reads a recorded series is listed under the metric beneath it too
     row = next(l for l in text.splitlines() if l.startswith("| `train_compute_seconds` |"))
     assert "panel Overview / " in row
+
+
+def test_the_config_reference_has_a_row_per_key_with_its_comment_and_default():
+    from obsgen import config, configdoc
+    page = pipeline.render_all(defaults())["docs/config.md"]
+
+    def leaves(values, path=()):
+        for k, v in values.items():
+            if isinstance(v, dict) and v and k in ("thresholds", "windows", "teams", "scenario_tests",
+                                                    "prometheus_rule", "dashboards", "dashboard_manifests"):
+                yield from leaves(v, (*path, k))
+            else:
+                yield (*path, k)
+
+    rows = {line.split("`")[1] for line in page.splitlines() if line.startswith("| `")}
+    assert rows == {".".join(p) for p in leaves(config.DEFAULTS)}
+    notes = configdoc.comments()
+    assert notes[("thresholds", "straggler_ratio")] in page
+    assert "| `thresholds.straggler_ratio` | `1.07` | number > 1 |" in page
+    assert "| `dashboard_manifests.kinds` | `[]` | list of one of \"configmap\", \"grafana-operator\" |" in page
