@@ -129,16 +129,10 @@ BUCKET_MATCHER = r'\b(le|quantile)\s*(=~|!~|!=|=)\s*"'
 
 
 def _queries(files: dict[str, str]) -> list[tuple[str, str]]:
-    import json
-    import re
-    out = []
-    for path, text in files.items():
-        if path.startswith("rules/"):
-            out += [(path, str(r["expr"])) for g in yaml.safe_load(text)["groups"]
-                    for r in g["rules"]]
-        elif path.startswith("dashboards/") and path.endswith(".json"):
-            out += [(path, e) for e in re.findall(r'"expr":\s*"((?:[^"\\]|\\.)*)"', text)]
-    return [(p, json.loads(f'"{e}"') if p.endswith(".json") else e) for p, e in out]
+    from obsgen.dashboards import queries_of
+    rules = [(p, str(r["expr"])) for p, t in files.items() if p.startswith("rules/")
+             for g in yaml.safe_load(t)["groups"] for r in g["rules"]]
+    return rules + [(q.uid, q.expr) for q in queries_of(files)]
 
 
 def test_no_rule_or_panel_matches_a_literal_bucket_bound_or_quantile():

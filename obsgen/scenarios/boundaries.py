@@ -15,7 +15,7 @@ same outcome:
 - ``shifted``: every input sample half an interval later (the test's interval halved, a
   missing sample before each), so no sample lies on an evaluation time or a window's
   edge. The evaluations then see each sample up to one interval later, so a check that
-  an alert fires is made one interval later (``delays``).
+  an alert fires is made one interval later.
 
 ``obsgen test --boundaries`` runs both, and both at once, on obsgen's scenarios, and the
 left-open variant on the user's own test files, whose times are theirs.
@@ -90,8 +90,3 @@ def shifted(test: dict, interval: float) -> dict:
               for s in test.get("input_series") or []]
     return {**test, "interval": duration(interval / 2), "input_series": series}
 
-
-def delays(alerts: set[str], interval: float) -> dict[str, float]:
-    """Alert name -> how much later inputs half an interval late may make it fire: one
-    evaluation."""
-    return {a: interval for a in alerts}

@@ -158,13 +158,30 @@ def late_rules(docs: list[dict], default_interval: float, lookback: float = 0) -
     return out
 
 
-def _chains(docs: list[dict], default_interval: float):
-    """(hops, path) of the record chains behind each alert, by alert name: the most
-    hops, and the evaluation intervals along the path a fault's onset takes longest
-    through, the alert's own first, down through the records it needs to fire
-    (``firing_reads``) to one that reads scrapes only. The records of a group evaluated
-    less often than the rules (a facts group: the mesh, the GPUs' placement) change when a
-    job starts, not at a fault, so reading them adds hops but is not on the path."""
+@dataclass(frozen=True)
+class Chain:
+    """The record chains behind one alert."""
+    hops: int  # the most recording-rule hops between the scrapes and the alert
+    rules: tuple[float, ...]  # the evaluation interval of each rule on its slowest firing path,
+    # the alert's own first, down to a record that reads scrapes only
+    records: frozenset[str]  # every record on any of its firing paths
+
+    @property
+    def path(self) -> tuple[float, ...]:
+        """One interval per record read on the slowest path: of the rule that reads it."""
+        return self.rules[:-1]
+
+
+def _slowest(rules: tuple[float, ...]) -> tuple[float, float]:
+    return sum(rules[:-1]), sum(rules)
+
+
+def chains(docs: list[dict], default_interval: float) -> dict[str, Chain]:
+    """Alert name -> its record chains: through the records it needs to fire
+    (``firing_reads``), the slowest by the reads a fault's onset waits for. The records of
+    a group evaluated less often than the rules (a facts group: the mesh, the GPUs'
+    placement) change when a job starts, not at a fault, so reading them adds hops but is
+    on no firing path."""
     rules = [(r, _interval(g, default_interval)) for g in _groups(docs) for r in g["rules"]]
     by_record = {r["record"]: (str(r["expr"]), every) for r, every in rules if "record" in r}
     facts = {r["record"] for g in _groups(docs) if g["name"].endswith(FACTS)
@@ -172,34 +189,39 @@ def _chains(docs: list[dict], default_interval: float):
     names = set(by_record)
 
     @lru_cache(maxsize=None)
-    def chain(expr: str, every: float) -> tuple[int, tuple[float, ...]]:
-        hops, below = 0, ()
+    def chain(expr: str, every: float) -> Chain:
+        hops, below, records = 0, (), frozenset()
         firing = firing_reads(expr, names)
         for rec in recorded_reads(expr, names):
-            h, p = chain(*by_record[rec])
-            hops = max(hops, h + 1)
-            if rec in firing and rec not in facts and sum(p) + every > sum(below):
-                below = (every,) + p
-        return hops, below
+            c = chain(*by_record[rec])
+            hops = max(hops, c.hops + 1)
+            if rec in firing and rec not in facts:
+                records |= {rec} | c.records
+                if _slowest(c.rules) > _slowest(below):
+                    below = c.rules
+        return Chain(hops, (every,) + below, records)
 
-    out: dict[str, tuple[int, tuple[float, ...]]] = {}
+    out: dict[str, Chain] = {}
     for r, every in rules:
         if "alert" in r:
-            h, p = chain(str(r["expr"]), every)
-            old = out.get(r["alert"], (0, ()))
-            out[r["alert"]] = (max(old[0], h), p if sum(p) > sum(old[1]) else old[1])
+            c = chain(str(r["expr"]), every)
+            old = out.get(r["alert"])
+            if old:
+                c = Chain(max(old.hops, c.hops),
+                          max(old.rules, c.rules, key=_slowest), old.records | c.records)
+            out[r["alert"]] = c
     return out
 
 
 def depths(docs: list[dict], default_interval: float) -> dict[str, int]:
     """Alert name -> the most recording-rule hops between the scrapes and the alert."""
-    return {a: hops for a, (hops, _) in _chains(docs, default_interval).items()}
+    return {a: c.hops for a, c in chains(docs, default_interval).items()}
 
 
 def paths(docs: list[dict], default_interval: float) -> dict[str, tuple[float, ...]]:
     """Alert name -> the evaluation interval of each rule that reads a record on the
     alert's slowest firing path (the alert's own first): one entry per record read late."""
-    return {a: p for a, (_, p) in _chains(docs, default_interval).items()}
+    return {a: c.path for a, c in chains(docs, default_interval).items()}
 
 
 def delays(docs: list[dict], default_interval: float) -> dict[str, float]:

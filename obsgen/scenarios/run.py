@@ -21,6 +21,7 @@ import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 import yaml
@@ -42,55 +43,58 @@ class Outcome:
 
 def plain_rules(rules: list[Path], cfg: Config, tmp: Path) -> dict[str, Path]:
     """{rendered rule file name: a plain Prometheus rule file of its groups}."""
+    by_name = {p.name: p.resolve() for p in rules}
+    if cfg["format"] == "prometheus":
+        return by_name
     target = TARGETS[cfg["format"]]
-    out = {}
-    for path in rules:
-        if cfg["format"] == "prometheus":
-            out[path.name] = path.resolve()
-            continue
-        plain = tmp / "rules" / path.name
-        plain.parent.mkdir(exist_ok=True)
-        plain.write_text(yaml.safe_dump({"groups": target.groups(yaml.safe_load(path.read_text()))},
-                                        sort_keys=False))
-        out[path.name] = plain
-    return out
+    return rewritten(by_name, tmp / "rules", lambda docs: [{"groups": target.groups(d)} for d in docs])
 
 
 def ours(path: Path) -> bool:
     return path.name.startswith(PREFIX) and is_generated(path)
 
 
+def rewritten(plain: dict[str, Path], folder: Path, transform) -> dict[str, Path]:
+    """The plain rule files, their documents passed through ``transform`` (all at once:
+    a rewrite may need every file's records), written into ``folder``."""
+    docs = [yaml.safe_load(p.read_text()) for p in plain.values()]
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, doc in zip(plain, transform(docs)):
+        out[name] = folder / name
+        out[name].write_text(yaml.safe_dump(doc, sort_keys=False, width=1 << 20))
+    return out
+
+
 def read_late(plain: dict[str, Path], tmp: Path) -> tuple[dict[str, Path], dict[str, float]]:
     """The plain rule files with every record read one evaluation late, and each alert's
     added delay in seconds."""
-    docs = {name: yaml.safe_load(path.read_text()) for name, path in plain.items()}
-    out = {}
-    for name, doc in zip(docs, late_reads.late_rules(list(docs.values()), SCRAPE, late_reads.LOOKBACK)):
-        out[name] = tmp / "late" / name
-        out[name].parent.mkdir(exist_ok=True)
-        out[name].write_text(yaml.safe_dump(doc, sort_keys=False, width=1 << 20))
-    return out, late_reads.delays(list(docs.values()), SCRAPE)
+    docs = [yaml.safe_load(p.read_text()) for p in plain.values()]
+    return (rewritten(plain, tmp / "late",
+                      lambda d: late_reads.late_rules(d, SCRAPE, late_reads.LOOKBACK)),
+            late_reads.delays(docs, SCRAPE))
 
 
 ALERTNAME = re.compile(r'alertname="([^"]+)"')
 
 
-def _later(test: dict, delays: dict[str, float]) -> dict:
-    """``test`` with each check that an alert fires evaluated its delay later."""
+def _later(test: dict, delay: Callable[[str], float]) -> dict:
+    """``test`` with each check that an alert fires evaluated ``delay(alert)`` later."""
     checks = []
     for check in test.get("promql_expr_test") or []:
         name = ALERTNAME.search(check["expr"])
-        if check.get("exp_samples") and name and delays.get(name.group(1)):
+        if check.get("exp_samples") and name and delay(name.group(1)):
             check = {**check, "eval_time": duration(seconds(check["eval_time"])
-                                                    + delays[name.group(1)])}
+                                                    + delay(name.group(1)))}
         checks.append(check)
     return {**test, "promql_expr_test": checks}
 
 
 def split(path: Path, plain: dict[str, Path], tmp: Path,
-          delays: dict[str, float] | None = None, shift: bool = False) -> list[tuple[str, Path]]:
+          later: Callable[[str], float] | None = None,
+          shift: bool = False) -> list[tuple[str, Path]]:
     """One test file per scenario of a rendered file, reading ``plain`` rule files (each
-    firing check moved by its alert's ``delays``; with ``shift``, every input half an
+    firing check moved ``later(alert)``; with ``shift``, every input half an
     interval late)."""
     doc = yaml.safe_load(path.read_text())
     files = [plain.get(Path(f).name, (path.parent / f).resolve()) for f in doc["rule_files"]]
@@ -98,8 +102,8 @@ def split(path: Path, plain: dict[str, Path], tmp: Path,
     for i, test in enumerate(doc.get("tests") or []):
         if shift:
             test = edges.shifted(test, _interval(test, doc))
-        if delays:
-            test = _later(test, delays)
+        if later:
+            test = _later(test, later)
         one = tmp / f"{path.stem}-{i}.yaml"
         one.write_text(yaml.safe_dump({**doc, "rule_files": [str(f) for f in files],
                                        "tests": [test]}, sort_keys=False, width=1 << 20))
@@ -123,30 +127,16 @@ def _rewired(path: Path, plain: dict[str, Path], tmp: Path) -> Path:
     return out
 
 
-def left_open(plain: dict[str, Path], tmp: Path) -> dict[str, Path]:
-    """The plain rule files with every window left-open."""
-    docs = [yaml.safe_load(p.read_text()) for p in plain.values()]
-    out = {}
-    for name, doc in zip(plain, edges.left_open_rules(docs)):
-        out[name] = tmp / "rules" / name
-        out[name].parent.mkdir(parents=True, exist_ok=True)
-        out[name].write_text(yaml.safe_dump(doc, sort_keys=False, width=1 << 20))
-    return out
-
-
 def _boundary_todo(plain: dict[str, Path], fixtures: list[Path], tmp: Path):
-    alerts = {r["alert"] for p in plain.values()
-              for g in yaml.safe_load(p.read_text()).get("groups") or [] for r in g["rules"]
-              if "alert" in r}
     for i, (variant, (opened, shift)) in enumerate(edges.VARIANTS.items()):
         where = tmp / f"variant-{i}"
         where.mkdir()
-        rules = left_open(plain, where) if opened else plain
+        rules = rewritten(plain, where / "rules", edges.left_open_rules) if opened else plain
         for path in fixtures:
-            if ours(path):
-                delays = edges.delays(alerts, SCRAPE) if shift else None
+            if ours(path):  # inputs half an interval late: each firing one evaluation later
+                later = (lambda alert: SCRAPE) if shift else None
                 yield from ((f"{label} [{variant}]", one, path.parent)
-                            for label, one in split(path, rules, where, delays, shift))
+                            for label, one in split(path, rules, where, later, shift))
             elif opened and not shift:
                 yield f"{path} [{variant}]", _rewired(path, rules, where), path.parent
 
@@ -167,7 +157,8 @@ def run(rules: list[Path], fixtures: list[Path], cfg: Config, jobs: int = 2,
         for path in fixtures:
             if ours(path):
                 todo.extend((label, one, path.parent)
-                            for label, one in split(path, plain, Path(tmp), delays))
+                            for label, one in split(path, plain, Path(tmp),
+                                                    delays and (lambda a: delays.get(a, 0.0))))
             elif not late:
                 todo.append((str(path), path, path.parent))
 

@@ -34,7 +34,7 @@ Budget of an alert's first firing, vmalert's minus Prometheus', in wall seconds:
     late  = 2 S + R + sum(I) + (n - 1) (R + F) + N X
     early = -(S + sum(I))
 
-along the alert's longest firing path (vm.chain: the alert, each recording rule it
+along the alert's slowest firing path (late.chains: the alert, each recording rule it
 reads, down to scraped series; neither the right side of an ``unless`` nor the
 ``-facts`` groups, recorded long before any fault, count). I are the evaluation
 intervals of the n rules on it: vmalert may have just missed each new sample, where
@@ -134,7 +134,7 @@ def fired(store: harness.Prometheus, span: int) -> dict[tuple, Fired]:
 @dataclass
 class Run:
     engines: vm.Engines
-    rules: dict[str, list[vm.Rule]]
+    rules: vm.Rules
     fired: dict[str, dict[tuple, Fired]]  # by engine
     seen: dict[str, dict[tuple, dict]]
     new: dict[tuple, list[str]]  # recorded series on the path that appeared with the fault
@@ -160,7 +160,7 @@ class Run:
         times = [self.fired[e][k].first for e in ENGINES if k in self.fired[e]]
         if not times:
             return "\n".join(lines)
-        t, expr = min(times), self.rules[name][0].expr
+        t, expr = min(times), self.rules.exprs[name]
         for store, engine in ((self.engines.prom, "prometheus"), (self.engines.vm, "vmalert")):
             for dt in (-2 * POLL, 0.0, 2 * POLL):
                 try:
@@ -173,10 +173,10 @@ class Run:
         return "\n".join(lines)
 
 
-def budget(rules: dict[str, list[vm.Rule]], name: str, new: int = 0) -> tuple[float, float]:
+def budget(rules: vm.Rules, name: str, new: int = 0) -> tuple[float, float]:
     """(early, late) of vmalert's first firing of ``name`` against Prometheus', with ``new``
     recorded series on its path that appeared with the fault: see the module docstring."""
-    chain = vm.chain(rules, name)
+    chain = rules.chains[name].rules
     scrape = timescale.SCRAPE_INTERVAL / FACTOR
     read = vm.FIXED["latency_offset"] + vm.FIXED["ingest_flush"]
     late = (2 * scrape + read + sum(chain) + (len(chain) - 1) * (read + vm.REMOTE_WRITE_FLUSH)
@@ -219,7 +219,7 @@ def run(procs, tmp_path_factory):
         for k in set(got["prometheus"]) | set(got["vmalert"]):
             job, (name, _) = k
             since = e.wall0 + (ONSET.get(job, 0) - MIN) / FACTOR
-            new[k] = sorted(r for r in vm.firing_records(rules, name)
+            new[k] = sorted(r for r in rules.chains[name].records
                             if any(t > since for t in first_samples(e.vm, r, job, span)))
         yield Run(e, rules, got, watch.seen, new)
     finally:

@@ -13,15 +13,13 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
 
 from obsgen import config, registry, timescale
-from obsgen.config import duration, seconds
+from obsgen.config import duration
 from obsgen.scenarios import late
 from obsgen.simulate import prometheus as promconfig
 
@@ -99,77 +97,21 @@ def vmalert_flags(speed: float, vm_url: str, notifier_url: str) -> list[str]:
             f"-notifier.url={notifier_url}", "-disableAlertgroupLabel", "-loggerLevel=WARN"]
 
 
-class Sink:
-    """Takes vmalert's notifications and drops them: vmalert will not start without a
-    notifier, and Alertmanager is not what the parity test looks at."""
-    server: ThreadingHTTPServer | None = None
-
-    def start(self) -> str:
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                self.send_response(200)
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self) -> None:
-        if self.server:
-            self.server.shutdown()
-            self.server.server_close()
-
-
 @dataclass(frozen=True)
-class Rule:
-    name: str
-    expr: str
-    interval: float  # wall seconds between evaluations of its group
-    reads: frozenset[str]  # the recorded series on its firing path (late.firing_reads)
+class Rules:
+    """The rendered rule files as the budget reads them."""
+    chains: dict[str, late.Chain]  # by alert: the record chains behind it
+    exprs: dict[str, str]  # by alert: its expression
 
 
-def rules(rules_dir: Path, speed: float) -> dict[str, list[Rule]]:
-    """Every rule of the rendered files by name (recording rules and alerts), with the
-    recorded series it reads on its firing path. Facts (the ``-facts`` groups: world size,
-    mesh, pipeline shape) are left out: they are recorded from a job's start, long before
-    any fault, so how late they arrive moves no alert."""
-    default = timescale.EVALUATION_INTERVAL / speed
-    parsed = [(r.get("record") or r["alert"], r["expr"],
-               seconds(g["interval"]) if "interval" in g else default)
-              for p in sorted(rules_dir.glob("*.yaml"))
-              for g in yaml.safe_load(p.read_text())["groups"] if not g["name"].endswith("-facts")
-              for r in g["rules"]]
-    recorded = {name for name, _, _ in parsed if ":" in name}
-    out: dict[str, list[Rule]] = {}
-    for name, expr, interval in parsed:
-        reads = late.firing_reads(expr, recorded)  # the right side of an unless left out
-        out.setdefault(name, []).append(Rule(name, expr, interval, frozenset(reads)))
-    return out
-
-
-def chain(all_rules: dict[str, list[Rule]], name: str) -> list[float]:
-    """The longest chain of rules under ``name`` (by the sum of their intervals), as the
-    evaluation interval of each: ``name``'s first, then the recording rule it reads, and
-    so on down to one that reads scraped series only."""
-    best: list[float] = []
-    for rule in all_rules[name]:
-        below = max((chain(all_rules, r) for r in rule.reads), key=sum, default=[])
-        if rule.interval + sum(below) > sum(best):
-            best = [rule.interval, *below]
-    return best
-
-
-def firing_records(all_rules: dict[str, list[Rule]], name: str) -> set[str]:
-    """Every recorded series on the firing path of ``name``, however deep."""
-    out: set[str] = set()
-    for rule in all_rules[name]:
-        for read in rule.reads - out:
-            out |= {read} | firing_records(all_rules, read)
-    return out
+def rules(rules_dir: Path, speed: float) -> Rules:
+    """Every alert of the rendered files with its record chains (late.chains: the right
+    side of an ``unless`` and the ``-facts`` groups, recorded long before any fault, are on
+    no firing path), the groups without an interval at the scaled evaluation interval."""
+    docs = [yaml.safe_load(p.read_text()) for p in sorted(rules_dir.glob("*.yaml"))]
+    exprs = {r["alert"]: str(r["expr"]) for d in docs for g in d["groups"] for r in g["rules"]
+             if "alert" in r}
+    return Rules(late.chains(docs, timescale.EVALUATION_INTERVAL / speed), exprs)
 
 
 @dataclass
@@ -182,7 +124,7 @@ class Engines:
     vm: harness.Prometheus  # VictoriaMetrics answers Prometheus' query API
     vmalert: harness.Prometheus  # and vmalert its /api/v1/alerts
     names: list[str]
-    sink: Sink
+    sink: harness.Webhook  # vmalert's notifier: it will not start without one
 
     def stop(self, procs: harness.Processes) -> None:
         for name in reversed(self.names):
@@ -198,7 +140,7 @@ def start(procs: harness.Processes, tmp: Path, factor: float, scenarios: list[st
     other e2e tests; VictoriaMetrics follows within a second or two. What started is
     stopped again when the rest cannot start."""
     names = [f"{prefix}-{n}" for n in ("simulator", "prometheus", "victoria-metrics", "vmalert")]
-    sink = Sink()
+    sink = harness.Webhook()
     try:
         return _start(procs, tmp, factor, scenarios, names, sink)
     except BaseException:
@@ -209,7 +151,7 @@ def start(procs: harness.Processes, tmp: Path, factor: float, scenarios: list[st
 
 
 def _start(procs: harness.Processes, tmp: Path, factor: float, scenarios: list[str],
-           names: list[str], sink: Sink) -> Engines:
+           names: list[str], sink: harness.Webhook) -> Engines:
     profile = render(tmp, factor)
     rules_dir = tmp / "render" / "rules"
     sim, prom_name, vm_name, vmalert_name = names

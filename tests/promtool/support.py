@@ -172,10 +172,6 @@ def _alerts_by_name(rule_docs: list[dict]) -> dict[str, dict]:
             if "alert" in r}
 
 
-def _selector(labels: dict[str, str]) -> str:
-    return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
-
-
 def build_file(family: str, rule_files: list[str], rule_docs: list[dict], reads: set[str],
                cases: dict[str, Case], source: str,
                group_eval_order: list[str]) -> str:
@@ -188,11 +184,11 @@ def build_file(family: str, rule_files: list[str], rule_docs: list[dict], reads:
         for check in case.checks:
             if isinstance(check, At) and any(f.value is None for f in check.alerts):
                 rule = alerts[check.alert]
-                firing = {"alertname": check.alert, "alertstate": "firing"}
+                firing = {"__name__": "ALERTS", "alertname": check.alert, "alertstate": "firing"}
                 expr_tests.append({
-                    "expr": "ALERTS" + _selector(firing), "eval_time": _minutes(check.minute),
-                    "exp_samples": [{"labels": "ALERTS" + _selector(
-                        {**f.labels, **rule["labels"], **firing}), "value": 1}
+                    "expr": series_name(tuple(firing.items())), "eval_time": _minutes(check.minute),
+                    "exp_samples": [{"labels": series_name(tuple(
+                        {**f.labels, **rule["labels"], **firing}.items())), "value": 1}
                         for f in check.alerts]})
             elif isinstance(check, At):
                 rule = alerts[check.alert]
