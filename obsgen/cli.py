@@ -13,6 +13,7 @@ from pathlib import Path
 from . import config, output, pipeline, promtool, registry, scenarios, targets, userfile
 from .nccl import exporter as nccl_exporter
 from .passes import DefinitionError
+from .scenarios.boundaries import TOLERANCE
 from .simulate import command as simulate
 
 
@@ -96,8 +97,10 @@ def cmd_test(args) -> int:
         print("late reads: obsgen's scenarios on the rules with every record read one "
               "evaluation late (your own test files run without --late-reads)")
     if args.boundaries:
-        print("boundaries: every test on left-open windows (Prometheus 3), obsgen's "
-              "scenarios also with inputs half an interval late, and both")
+        print("boundaries: every test on left-open windows (Prometheus 3), with inputs half "
+              "an interval late (checks one evaluation later; your own files compared by "
+              "alert labels, values within "
+              f"{TOLERANCE:.0%}), and both")
     notes = scenarios.unstated(cfg) if cfg["scenario_tests"]["enabled"] else []
     for line in notes:
         print(f"not stated: {line}")

@@ -52,6 +52,66 @@ def test_expand(values, want):
     assert boundaries.expand(values) == want
 
 
+def test_a_users_test_shifted_checks_the_same_outcome_one_interval_later():
+    test = {"interval": "30s", "input_series": [{"series": "x", "values": "1"}],
+            "alert_rule_test": [{"eval_time": "10m", "alertname": "A", "exp_alerts": [
+                {"exp_labels": {"job_id": "j"}, "exp_annotations": {"summary": "x is 3"}}]},
+                {"eval_time": "20m", "alertname": "A", "exp_alerts": []}],
+            "promql_expr_test": [{"expr": "x", "eval_time": "5m", "exp_samples": [
+                {"labels": 'x{job_id="j", rank="0"}', "value": 2}, {"labels": "{}", "value": "NaN"}]}]}
+    got = boundaries.shifted_outcome(test, 30)
+    assert "alert_rule_test" not in got and got["interval"] == "15s"
+    firing = 'ALERTS{alertname="A", alertstate="firing"}'
+    assert got["promql_expr_test"] == [
+        {"expr": firing, "eval_time": "10m30s", "exp_samples": [
+            {"labels": 'ALERTS{alertname="A", alertstate="firing", job_id="j"}', "value": 1}]},
+        {"expr": firing, "eval_time": "20m30s", "exp_samples": []},
+        {"expr": "0 * ((x) == bool (x)) + 1", "eval_time": "5m30s", "exp_samples": [
+            {"labels": '{job_id="j", rank="0"}', "value": 1}, {"labels": "{}", "value": 1}]},
+        {"expr": 'abs((x) - (label_replace(label_replace(vector(2), "job_id", "j", "", ""), '
+                 '"rank", "0", "", ""))) <= bool (abs(label_replace(label_replace(vector(2), '
+                 '"job_id", "j", "", ""), "rank", "0", "", "")) * 0.12 + 1e-9)',
+         "eval_time": "5m30s", "exp_samples": [{"labels": '{job_id="j", rank="0"}', "value": 1}]}]
+
+
+def _mine(tmp: Path, values: str, alert_checks: list[dict], value_checks: list[dict]) -> Path:
+    path = _test(tmp, "mine.yaml", values, value_checks, generated=False)
+    doc = yaml.safe_load(path.read_text())
+    doc["tests"][0]["alert_rule_test"] = alert_checks
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@pytest.mark.promtool
+def test_a_users_alert_whose_description_prints_a_time_passes_shifted(tmp_path):
+    """The description prints seconds since the last sample, which the shift moves: the
+    outcome (the alert, its labels) is the same."""
+    rules = tmp_path / "rules" / "x.yaml"
+    rules.parent.mkdir()
+    rules.write_text(yaml.safe_dump({"groups": [{"name": "x", "rules": [{
+        "alert": "A", "expr": "time() - timestamp(x) >= 0 and x > 0", "for": "1m",
+        "annotations": {"summary": "{{ $value }}"}}]}]}))
+    mine = _mine(tmp_path, "0x4 1x20", [
+        {"eval_time": "4m", "alertname": "A", "exp_alerts": [
+            {"exp_labels": {"job_id": "j"}, "exp_annotations": {"summary": "0"}}]},
+        {"eval_time": "2m", "alertname": "A", "exp_alerts": []}],
+        [{"expr": "x", "eval_time": "5m", "exp_samples": [{"labels": 'x{job_id="j"}', "value": 1}]}])
+    assert subprocess.run(["promtool", "test", "rules", str(mine)],
+                          capture_output=True).returncode == 0
+    assert all(_outcomes(tmp_path, rules, [mine]).values())
+
+
+@pytest.mark.promtool
+def test_a_users_value_that_needs_the_left_edge_sample_fails_shifted(tmp_path):
+    """3 samples in [1m] at aligned times, 2 when they sit between evaluations: 33% off."""
+    rules = _rules(tmp_path, "x > 1")
+    mine = _mine(tmp_path, "1x20", [], [{"expr": "count_over_time(x[1m])", "eval_time": "5m",
+                                         "exp_samples": [{"labels": '{job_id="j"}', "value": 3}]}])
+    assert subprocess.run(["promtool", "test", "rules", str(mine)],
+                          capture_output=True).returncode == 0
+    assert not _outcomes(tmp_path, rules, [mine])["/mine.yaml [inputs half an interval late]"]
+
+
 def test_shifted_inputs_sit_half_an_interval_later():
     test = {"interval": "30s", "input_series": [{"series": "x", "values": "1+1x2 _"}]}
     assert boundaries.shifted(test, 30) == {
@@ -93,7 +153,8 @@ def test_a_count_that_needs_the_left_edge_sample_fails_left_open(tmp_path):
     mine = _test(tmp_path, "mine.yaml", "1x20", [_fires("10m")], generated=False)
     assert subprocess.run(["promtool", "test", "rules", str(mine)],
                           capture_output=True).returncode == 0
-    assert _outcomes(tmp_path, rules, [mine]) == {"/mine.yaml [left-open windows]": False}
+    assert _outcomes(tmp_path, rules, [mine]) == {f"/mine.yaml [{v}]": False
+                                                  for v in boundaries.VARIANTS}
 
 
 @pytest.mark.promtool

@@ -11,9 +11,11 @@ late), each "fires within" check moved by the alert's delay (``late.delays``); t
 user's own files, whose times are theirs, are left out.
 
 With ``boundaries=True`` (``obsgen test --boundaries``) every test runs again on rules
-whose windows are left-open (Prometheus 3), obsgen's scenarios also with their inputs
-half an interval late and with both (``boundaries``); the user's own files run
-left-open only.
+whose windows are left-open (Prometheus 3), with their inputs half an interval late,
+and with both (``boundaries``). A scenario's firing checks move one evaluation later;
+a test file of the user's own has every check one evaluation later and compared as an
+outcome (``boundaries.shifted_outcome``: the same alerts with the same labels, values
+within a tolerance), since its annotations print values read at its own times.
 """
 from __future__ import annotations
 
@@ -117,13 +119,16 @@ def _interval(test: dict, doc: dict) -> float:
     return seconds(str(test.get("interval") or doc.get("evaluation_interval") or "1m"))
 
 
-def _rewired(path: Path, plain: dict[str, Path], tmp: Path) -> Path:
+def _rewired(path: Path, plain: dict[str, Path], tmp: Path, shift: bool = False) -> Path:
     """The user's test file ``path`` reading ``plain`` rule files in place of its own of
-    the same names."""
+    the same names (with ``shift``, each test as ``boundaries.shifted_outcome``)."""
     doc = yaml.safe_load(path.read_text())
     files = [str(plain.get(Path(f).name, (path.parent / f).resolve())) for f in doc["rule_files"]]
+    tests = [edges.shifted_outcome(t, _interval(t, doc)) if shift else t
+             for t in doc.get("tests") or []]
     out = tmp / path.name
-    out.write_text(yaml.safe_dump({**doc, "rule_files": files}, sort_keys=False, width=1 << 20))
+    out.write_text(yaml.safe_dump({**doc, "rule_files": files, "tests": tests},
+                                  sort_keys=False, width=1 << 20))
     return out
 
 
@@ -137,8 +142,8 @@ def _boundary_todo(plain: dict[str, Path], fixtures: list[Path], tmp: Path):
                 later = (lambda alert: SCRAPE) if shift else None
                 yield from ((f"{label} [{variant}]", one, path.parent)
                             for label, one in split(path, rules, where, later, shift))
-            elif opened and not shift:
-                yield f"{path} [{variant}]", _rewired(path, rules, where), path.parent
+            else:
+                yield f"{path} [{variant}]", _rewired(path, rules, where, shift), path.parent
 
 
 def run(rules: list[Path], fixtures: list[Path], cfg: Config, jobs: int = 2,
