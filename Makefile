@@ -7,11 +7,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 E2E_STAMP := $(VENV)/.installed-e2e
 BENCH_STAMP := $(VENV)/.installed-bench
+DOCS_STAMP := $(VENV)/.installed-docs
 TOOLS  := promtool vmalert amtool
 E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager victoria-metrics
 
 .DEFAULT_GOAL := help
-.PHONY: help render check test e2e bench bench-scale bench-quick detect lint fuzz fixtures golden tools e2e-tools clean
+.PHONY: help render check test docs e2e bench bench-scale bench-quick detect lint fuzz fixtures golden tools e2e-tools clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,8 +40,16 @@ tools: ## install promtool, vmalert, amtool (Debian prometheus, victoria-metrics
 e2e-tools: ## install prometheus, prometheus-alertmanager and victoria-metrics when missing
 	@scripts/ensure-tools.sh $(E2E_TOOLS)
 
-test: $(STAMP) tools check ## staleness check, unit tests, promtool checks and fixtures
+test: $(STAMP) tools check docs ## staleness check, docs build, unit tests, promtool checks and fixtures
 	$(BIN)/pytest -q
+
+# mkdocs and the Material theme (pinned in the docs extra) only for the docs site.
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,docs]'
+	@touch $@
+
+docs: $(DOCS_STAMP) ## build the docs site from docs/ into site/ (--strict: a broken link or anchor fails)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 fuzz: $(STAMP) tools ## property tests: 5,000 random examples each (make test: 200), 40 random configs of rendered scenarios (make test: 3)
 	OBSGEN_FUZZ=1 $(BIN)/pytest -q -p no:cacheprovider tests/test_properties.py tests/test_scenario_properties.py

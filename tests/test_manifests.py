@@ -159,6 +159,11 @@ def test_the_kubernetes_example_and_its_helm_values_agree(tmp_path):
     assert sidecar["provider"]["foldersFromFilesStructure"] is True
     assert sidecar["searchNamespace"] in ("ALL", m["namespace"])
     selector = values["prometheus"]["prometheusSpec"]["ruleSelector"]["matchLabels"]
+    pods = yaml.safe_load((root / "podmonitor.yaml").read_text())
+    assert values["prometheus"]["prometheusSpec"]["podMonitorSelector"]["matchLabels"].items() \
+        <= pods["metadata"]["labels"].items()
+    assert pods["spec"]["selector"]["matchExpressions"][0]["key"] == cfg["pod_job_label"]
+    assert f"pods=[{cfg['pod_job_label']}]" in values["kube-state-metrics"]["metricLabelsAllowlist"]
     files = pipeline.render_all(cfg)
     rules = [yaml.safe_load(t) for p, t in files.items() if p.startswith("rules/")]
     assert rules and all(selector.items() <= r["metadata"]["labels"].items() for r in rules)

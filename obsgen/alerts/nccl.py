@@ -43,7 +43,7 @@ new series there, judged on its own collectives.
 Detection latency: a rank that starts arriving last in every collective crosses nine
 tenths of the window after 2.7 minutes at most (sooner where it was already last in some
 before), and fires a minute later; the rate extrapolation and the scrape add under a
-minute (README, ``python -m tests.promtool.latency``). The minute lets every rank of a
+minute (``python -m tests.promtool.latency``). The minute lets every rank of a
 mesh pattern cross (they start from different shares) before one is named alone.
 
 ## Train_Straggler_LateArrival

@@ -65,7 +65,7 @@ Detection latency with the defaults (30 s scrape and evaluation, a 5m rate windo
 threshold of 1.07): a rank 20% slower crosses the threshold once 35% of the rate window
 is slow (under 2 minutes), and fires 1m30s later; a rank 10% slower crosses after
 about 3.5 minutes.
-The fixtures and ``make detect`` measure both (README, benchmarks/DETECTION.md).
+The fixtures and ``make detect`` measure both (``python -m tests.promtool.latency``, benchmarks/DETECTION.md).
 
 ## Train_Straggler_Persistent
 

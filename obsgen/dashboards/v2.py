@@ -4,7 +4,7 @@ dashboardv2 builders. Panel options and field config come from the same builders
 classic dashboards, so both formats show the same panels.
 
 Grafana loads it from file provisioning as a Kubernetes-style resource (apiVersion, kind,
-metadata, spec) where dynamic dashboards are enabled; see the README.
+metadata, spec) where dynamic dashboards are enabled; see docs/guides/dashboards.md.
 """
 from __future__ import annotations
 

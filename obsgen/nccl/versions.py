@@ -3,7 +3,7 @@
 Read from NVIDIA/nccl: ``ext-profiler/inspector/`` at v2.28.3-1 (the plugin's first
 release), ``plugins/profiler/inspector/`` at v2.29.7-1 and v2.30.3-1 .. v2.30.7-1 (the
 README, ``inspector.cc`` for the defaults, ``inspector_json.cc`` for the records). The
-rows are rendered into docs/nccl.md; the README points there.
+rows are rendered into docs/nccl.md; the NCCL sidecar guide points there.
 """
 from __future__ import annotations
 
