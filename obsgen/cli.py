@@ -166,8 +166,8 @@ def _test_args(p: argparse.ArgumentParser) -> None:
                    help="run obsgen's scenarios as a ruler on remote storage (vmalert, Thanos, "
                    "Mimir, rule_query_offset) reads records: one evaluation late")
     p.add_argument("--boundaries", action="store_true",
-                   help="run every test on left-open windows (Prometheus 3) and obsgen's "
-                   "scenarios also with inputs half an interval late: the same outcomes")
+                   help="run every test on left-open windows (Prometheus 3), with inputs half "
+                   "an interval late, and both: the same outcomes")
 
 
 # name -> (help, add arguments, handler). Add a subcommand here.
