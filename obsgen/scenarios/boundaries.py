@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 
 from ..config import duration, seconds
+from ..contract import M
 
 STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 WINDOW = re.compile(r"\[\s*([0-9][0-9smhdwy]*)\s*(:[^\]]*)?\]")
@@ -141,10 +142,10 @@ def _firing(check: dict) -> dict:
     """An alert check as the labels of the alerts firing (their annotations print values
     read at the shifted times)."""
     name = check["alertname"]
-    exp = [{"labels": "ALERTS" + _text({**(a.get("exp_labels") or {}), "alertname": name,
+    exp = [{"labels": M.ALERTS.key + _text({**(a.get("exp_labels") or {}), "alertname": name,
                              "alertstate": "firing"}), "value": 1}
            for a in check.get("exp_alerts") or []]
-    return {"expr": f'ALERTS{{alertname="{name}", alertstate="firing"}}',
+    return {"expr": M.ALERTS.key + f'{{alertname="{name}", alertstate="firing"}}',
             "eval_time": check["eval_time"], "exp_samples": exp}
 
 
