@@ -28,6 +28,7 @@ import re
 
 from ..config import duration, seconds
 from ..contract import M
+from .series import series_name
 
 STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 WINDOW = re.compile(r"\[\s*([0-9][0-9smhdwy]*)\s*(:[^\]]*)?\]")
@@ -103,21 +104,16 @@ TOLERANCE = 0.12
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
-def labels(text: str) -> dict[str, str]:
-    """The labels of an ``exp_samples`` entry (``name{a="b"}`` or ``{a="b"}``), without
-    the metric name (a bool comparison drops it)."""
-    return {k: v for k, v in LABEL.findall(text.split("{", 1)[1] if "{" in text else "")
-            if k != "__name__"}
+def _labels(text: str) -> tuple:
+    """The labels of an ``exp_samples`` entry (``name{a="b"}`` or ``{a="b"}``) as a
+    ``series_name`` key without the metric name (a bool comparison drops it)."""
+    return (("__name__", ""), *((k, v) for k, v in LABEL.findall(text) if k != "__name__"))
 
 
-def _text(ls: dict[str, str]) -> str:
-    return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(ls.items())) + "}"
-
-
-def _literal(ls: dict[str, str], value: float) -> str:
-    """A one-sample vector of ``value`` with labels ``ls``."""
+def _literal(key: tuple, value: float) -> str:
+    """A one-sample vector of ``value`` with the labels of ``key``."""
     out = f"vector({_number(value)})"
-    for k, v in sorted(ls.items()):
+    for k, v in sorted(key[1:]):
         out = f'label_replace({out}, "{k}", "{v}", "", "")'
     return out
 
@@ -125,16 +121,16 @@ def _literal(ls: dict[str, str], value: float) -> str:
 def _same_series(check: dict) -> list[dict]:
     """A value check as: the same series, and each finite value within ``TOLERANCE``."""
     expr, when = check["expr"], check["eval_time"]
-    samples = [(labels(s.get("labels", "")), s.get("value")) for s in check.get("exp_samples") or []]
+    samples = [(_labels(s.get("labels", "")), s.get("value")) for s in check.get("exp_samples") or []]
     out = [{"expr": f"0 * (({expr}) == bool ({expr})) + 1", "eval_time": when,
-            "exp_samples": [{"labels": _text(ls), "value": 1} for ls, _ in samples]}]
+            "exp_samples": [{"labels": series_name(ls), "value": 1} for ls, _ in samples]}]
     finite = [(ls, float(v)) for ls, v in samples
               if v is not None and abs(float(v)) != float("inf") and float(v) == float(v)]
     if finite:
         want = " or ".join(_literal(ls, v) for ls, v in finite)
         close = f"abs(({expr}) - ({want})) <= bool (abs({want}) * {TOLERANCE} + 1e-9)"
         out.append({"expr": close, "eval_time": when,
-                    "exp_samples": [{"labels": _text(ls), "value": 1} for ls, _ in finite]})
+                    "exp_samples": [{"labels": series_name(ls), "value": 1} for ls, _ in finite]})
     return out
 
 
@@ -142,9 +138,9 @@ def _firing(check: dict) -> dict:
     """An alert check as the labels of the alerts firing (their annotations print values
     read at the shifted times)."""
     name = check["alertname"]
-    exp = [{"labels": M.ALERTS.key + _text({**(a.get("exp_labels") or {}), "alertname": name,
-                             "alertstate": "firing"}), "value": 1}
-           for a in check.get("exp_alerts") or []]
+    exp = [{"labels": series_name(tuple({**(a.get("exp_labels") or {}), "__name__": M.ALERTS.key,
+                                         "alertname": name, "alertstate": "firing"}.items())),
+            "value": 1} for a in check.get("exp_alerts") or []]
     return {"expr": M.ALERTS.key + f'{{alertname="{name}", alertstate="firing"}}',
             "eval_time": check["eval_time"], "exp_samples": exp}
 
