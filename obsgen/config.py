@@ -123,11 +123,14 @@ DEFAULTS: dict[str, Any] = {
     # and late arrivals: 10 to 30 minutes; checkpoints and restarts: 30 minutes to an hour);
     # the GPUs every 1m, as often as dcgm-exporter's 30 s samples reach a 30 s scrape (its
     # ECC and XID alerts hold for an hour, the SM-active spread waits 15 minutes); the
+    # stragglers every 1m, a fifth of their 5m rate window (their per-rank busy time and
+    # baselines read every rank at each evaluation; with a `for` of 1m they name a straggler
+    # as soon as every 30 s with 1m30s did); the
     # dashboards' records (dashboards.records) every 5m, their rate window.
     # Never shorter than rule_interval; a family set to null (or absent) is evaluated at
     # rule_interval, and null for the whole key evaluates every family at rule_interval.
     "family_intervals": {"pipeline": "1m", "checkpoints": "2m", "gpus": "1m", "fabric": "1m",
-                         "recovery": "2m", "nccl": "1m", "panels": "5m"},
+                         "recovery": "2m", "nccl": "1m", "stragglers": "1m", "panels": "5m"},
     # Facts interval of single families where their facts may wait longer than
     # facts_interval: the straggler family's mesh (each rank's place, the ranks per
     # position) every 4m, since no rank is flagged before its stage has two rate windows

@@ -45,7 +45,7 @@ imbalance (Train_Bubble_Excess on the stages that wait for it, the per-stage bus
 panel). The mesh comes from facts recorded every ``facts_interval`` (each rank's
 place in it and the number of ranks at each position of a stage's groups), so a job that
 starts or resizes is classified on its new mesh within that interval. A rank that
-straggles for ``for`` (1m30s) is a persistent straggler: the same GPU slow step after step is hardware or placement, routed to the platform team. Ranks
+straggles for ``for`` (1m: two evaluations in a row, the family runs every 1m) is a persistent straggler: the same GPU slow step after step is hardware or placement, routed to the platform team. Ranks
 that straggled in the persistence window and have since *recovered* make stragglers
 transient: slowness that moves between ranks follows the workload. A straggler that is
 starting up is straggling now, so it never counts towards Transient, and neither do the
@@ -61,10 +61,16 @@ slowdowns worth a page. Healthy GPUs of one model differ persistently by a few p
 percent more; a GPU 10% slower is what the targets ask to be named. A fleet whose
 healthy GPUs spread wider raises it, at the cost of later detection.
 
-Detection latency with the defaults (30 s scrape and evaluation, a 5m rate window, a
-threshold of 1.07): a rank 20% slower crosses the threshold once 35% of the rate window
-is slow (under 2 minutes), and fires 1m30s later; a rank 10% slower crosses after
-about 3.5 minutes.
+**Every 1m** (``family_intervals.stragglers``): the per-rank busy time and the stage
+baselines read every rank's series at each evaluation, the costliest rules of the suite
+when evaluated every 30 s. A 5m mean moves little in 30 s, so evaluating it every 1m and
+confirming for one evaluation (``for`` 1m) names a straggler as soon as evaluating it every
+30 s and confirming for 1m30s did, at half the ruler time.
+
+Detection latency with the defaults (30 s scrape, the family every 1m, a 5m rate window,
+a threshold of 1.07): a rank 20% slower crosses the threshold once 35% of the rate window
+is slow (under 2 minutes), is flagged at the next evaluation and fires 1m later; a rank
+10% slower crosses after about 3.5 minutes.
 The fixtures and ``make detect`` measure both (``python -m tests.promtool.latency``, benchmarks/DETECTION.md).
 
 ## Train_Straggler_Persistent
@@ -255,7 +261,7 @@ def build(c: Ctx) -> Family:
                 unless {c.on(L.job_id, L.rank)} ({lockstep_groups})
                 unless {c.on(L.job_id, L.rank)} {c.r(R.straggler_pattern)}
             """),
-            for_="1m30s",
+            for_="1m",
             severity="warning",
             role="platform",
             summary=f"Persistent straggler: rank {c.tl(L.rank)} of job {c.tl(L.job_id)}",
@@ -271,7 +277,7 @@ def build(c: Ctx) -> Family:
                 count {c.by(L.job_id, L.stage, L.tp_group)} ({c.r(R.straggler_lockstep)}) > 1
                 unless {c.on(L.job_id)} {c.r(R.straggler_ranks)}
             """),
-            for_="1m30s",
+            for_="1m",
             severity="warning",
             role="platform",
             summary=(f"Straggling TP group {c.tl(L.tp_group)} of job {c.tl(L.job_id)}"),
@@ -291,7 +297,7 @@ def build(c: Ctx) -> Family:
                 count {c.by(L.job_id, L.stage, L.mesh_axis, L.mesh_position)} ({c.r(R.straggler_pattern)})
                 unless {c.on(L.job_id)} {c.r(R.straggler_ranks)}
             """),
-            for_="1m30s",
+            for_="1m",
             severity="warning",
             role="workload",
             summary=(f"Stragglers at {c.tl(L.mesh_axis)} position {c.tl(L.mesh_position)} "

@@ -23,7 +23,7 @@ import re
 import yaml
 
 from .. import contract, registry
-from ..config import Config
+from ..config import Config, group_interval
 from ..model import Family
 from ..render import MARKER, header
 from . import (checkpoints, fabric, gpus, gradients, nccl, pipeline, progress, ranks, recovery,
@@ -192,7 +192,9 @@ def test_file(family: str, rule_files: list[str], order: list[str], read: set[st
         tests.append({"name": item.sentence, "interval": f"{SCRAPE}s",
                       "input_series": input_series(item.jobs, item.minutes, read, names),
                       "promql_expr_test": checks(item, names, by_name)})
-    doc = {"rule_files": rule_files, "evaluation_interval": f"{SCRAPE}s",
+    # every group at the family's own interval, as it runs (its facts groups as often)
+    doc = {"rule_files": rule_files,
+           "evaluation_interval": group_interval(cfg, family) or f"{SCRAPE}s",
            "group_eval_order": order, "tests": tests}
     body = yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
                      sort_keys=False, width=1 << 20, allow_unicode=True)

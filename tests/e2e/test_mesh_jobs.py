@@ -76,7 +76,7 @@ def job(request, stack, procs):
 def test_the_slow_gpu_is_named_within_5_model_minutes_of_its_stage_being_judged(job):
     """The job is slow from its start, so its stage is judged once two rate windows (10
     model minutes) follow its ranks' first scrape; within 5 model minutes more the alert
-    fires (1m30s of for). The ranks' scrape phases and this test's poll add up to 2 s
+    fires (1m of for). The ranks' scrape phases and this test's poll add up to 2 s
     (2 model minutes in this world, 60 times faster than the wall clock)."""
     since_judged = job["named"] - job["scraped"] - 10
     print(f"{job['id']}: {P} {since_judged:.1f} model minutes after its stage was judged")

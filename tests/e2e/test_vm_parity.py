@@ -25,9 +25,9 @@ and the restart. The rotating straggler is left out. Each rank's flag is a serie
 at its turn, and the second rank's Persistent is silenced by the count of recovered stragglers
 (job:train_straggler_ranks:count1m30s at 20x), a series that first appears when the
 first rank recovers. vmalert cannot see either for up to 11 s, more than Persistent's
-``for`` at any speed above about 8x: at 20x vmalert fired Persistent for rank 1 as well,
+``for`` at any speed above about 5x: at 20x vmalert fired Persistent for rank 1 as well,
 and in one of two runs never for rank 0. At real speed the 11 s are well inside that
-``for`` (90 s).
+``for`` (60 s).
 
 Budget of an alert's first firing, vmalert's minus Prometheus', in wall seconds:
 

@@ -174,9 +174,10 @@ def _alerts_by_name(rule_docs: list[dict]) -> dict[str, dict]:
 
 def build_file(family: str, rule_files: list[str], rule_docs: list[dict], reads: set[str],
                cases: dict[str, Case], source: str,
-               group_eval_order: list[str]) -> str:
+               group_eval_order: list[str], every: str | None = None) -> str:
     """The promtool test file of ``family``, its groups evaluated in ``group_eval_order`` at
-    each time (promtool picks an order of its own per run otherwise)."""
+    each time (promtool picks an order of its own per run otherwise), every ``every``
+    (default: every scrape, 30 s)."""
     alerts = _alerts_by_name(rule_docs)
     tests = []
     for sentence, case in cases.items():
@@ -221,7 +222,7 @@ def build_file(family: str, rule_files: list[str], rule_docs: list[dict], reads:
         if expr_tests:
             test["promql_expr_test"] = expr_tests
         tests.append(test)
-    doc = {"rule_files": rule_files, "evaluation_interval": f"{SCRAPE}s",
+    doc = {"rule_files": rule_files, "evaluation_interval": every or f"{SCRAPE}s",
            "group_eval_order": list(group_eval_order), "tests": tests}
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when available: 10x faster
     body = yaml.dump(doc, Dumper=dumper, sort_keys=False, width=1 << 20, allow_unicode=True)

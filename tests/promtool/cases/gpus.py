@@ -56,7 +56,7 @@ CASES = {
         [Fleet([Job(job_id=JOB)], counters="default",
                faults=(RowRemap("gpu-node-000", 2, at=20 * MIN),))], 85,
         [Never(ECC, end=19.5), At(20.5, ECC, (ecc("gpu-node-000", 2, "remapped_rows", 1),)),
-         At(78.5, ECC, (ecc("gpu-node-000", 2, "remapped_rows", 1),)), Never(ECC, start=81),
+         At(78, ECC, (ecc("gpu-node-000", 2, "remapped_rows", 1),)), Never(ECC, start=81),
          Never(UNMAPPED)]),
     "a DBE and a row remap of the same GPU fire once, as ecc_dbe": Case(
         [Fleet([Job(job_id=JOB)], faults=(EccErrors("gpu-node-000", 1, at=20 * MIN),
@@ -92,7 +92,7 @@ CASES = {
     "a double-bit ECC error on a GPU of the job fires at once and for an hour": Case(
         [Fleet([Job(job_id=JOB)], faults=(EccErrors("gpu-node-000", 1, at=20 * MIN),))], 85,
         [Never(ECC, end=19.5), At(20.5, ECC, (ecc("gpu-node-000", 1, "ecc_dbe", 1),)),
-         At(78.5, ECC, (ecc("gpu-node-000", 1, "ecc_dbe", 1),)), Never(ECC, start=81),
+         At(78, ECC, (ecc("gpu-node-000", 1, "ecc_dbe", 1),)), Never(ECC, start=81),
          Never(TP)]),
     "an XID 48 raised during the job fires with its code; one held since before the job "
     "does not": Case(
