@@ -12,7 +12,8 @@ heavier last stage, rank 0's host work, GC pauses, a dataloader stall, moving se
 length imbalance, a restart, an elastic resize), or one TP position slowed in every TP
 group (a mesh pattern, Train_Straggler_Mapping's). Onsets move by a few seconds from case to case, so the
 scrape phase differs. promtool evaluates the rendered rules (rules/stragglers.yaml, the
-default config) on the case's scrapes every 30 s, and the firing straggler alerts at each
+default config) on the case's scrapes (every 30 s) at the families' own interval (1m,
+``family_intervals``, the same for both), and the firing straggler alerts at each
 evaluation are read from its output.
 
 Scores: a case with a slow GPU is *detected* when a straggler alert points at it within
@@ -36,6 +37,7 @@ from pathlib import Path
 import yaml
 
 from obsgen import promtool
+from obsgen.config import defaults, group_interval
 from obsgen.mesh import Mesh
 from obsgen.synth import (HostWork, Job, NcclExporter, Pauses, Restart, RotatingSlow, SlowRank,
                           elastic)
@@ -50,6 +52,19 @@ DEADLINE = {1.1: 10, 1.2: 5, 1.5: 5}  # minutes the target allows per slowdown
 MINUTES = 40  # of each case
 LATE = "Train_Straggler_LateArrival"
 MAPPING = "Train_Straggler_Mapping"
+
+
+def _every() -> str:
+    """The interval both families' groups are rendered with: promtool evaluates every
+    group of a test at the test's one evaluation_interval."""
+    every = {group_interval(defaults(), f) or "30s" for f in ("stragglers", "nccl")}
+    if len(every) != 1:
+        raise SystemExit(f"the stragglers and nccl families evaluate at {sorted(every)}: "
+                         "detect needs one interval")
+    return every.pop()
+
+
+EVERY = _every()
 ALERTS = ("Train_Straggler_Persistent", "Train_Straggler_TPGroup", "Train_Straggler_Transient",
           MAPPING, LATE)
 BUSY = ALERTS[:2]  # the alerts from busy time that name a GPU (or its TP group)
@@ -188,7 +203,7 @@ def evaluate(job: Job | list[Job], start: float, end: float) -> dict[float, set[
     (of a job, or of the runs of one, as an elastic resize makes)."""
     probes = [{"eval_time": support._minutes(m / 2), "alertname": a, "exp_alerts": []}
               for m in range(int(start * 2), int(end * 2) + 1) for a in ALERTS]
-    doc = {"rule_files": [str(r) for r in RULES], "evaluation_interval": "30s",
+    doc = {"rule_files": [str(r) for r in RULES], "evaluation_interval": EVERY,
            "tests": [{"name": "detect", "interval": "30s",
                       "input_series": support.input_series(
                           job if isinstance(job, list) else [job], end, READS),
@@ -305,7 +320,7 @@ def report(inj: list, pat: list, ok: list, s: dict) -> str:
         "Written by `python -m benchmarks.detect` (`make detect`, also run by `make bench`); "
         "see the module docstring for the cases and the scores. Rules: `rules/stragglers.yaml` "
         "and `rules/nccl.yaml` as rendered from the default config, evaluated by promtool "
-        "every 30 s on each case's scrapes (the ranks' busy time and the NCCL sidecar's last "
+        f"every {EVERY} on each case's scrapes (the ranks' busy time and the NCCL sidecar's last "
         "arrivals in the TP groups, or the DP groups without tensor parallelism).", "",
         "| target | value | |", "|---|---:|---|",
         f"| top-1 localization >= 95% | {s['top1']:.1%} ({s['localized']}/{s['cases']}) | {met(s['top1'] >= 0.95)} |",

@@ -399,9 +399,12 @@ def measure(b: stream.Bench, data: Path, work: Path, suites: dict[str, list[Rule
                 continue
             for s in (list(boards) if rnd % 2 == 0 else list(reversed(boards))):
                 time_panels(p, boards[s], b.job_id, pans.setdefault(s, {}))
-        counts = {  # the baseline's before-only series are not the job's
-            "all": p.value(f'count({{__name__=~".+", __name__!~"{stream.BEFORE}.+"}})', stream.END),
-            "recorded": p.value('count({__name__=~"[a-z_]+:.+"})', stream.END),
+        # the baseline's before-only series (raw before_*, records *_before) are not the
+        # job's: a TSDB kept from a run with another baseline holds other ones
+        other = f'__name__!~"{stream.BEFORE}.+|.+_before"'
+        counts = {
+            "all": p.value(f'count({{__name__=~".+", {other}}})', stream.END),
+            "recorded": p.value(f'count({{__name__=~"[a-z_]+:.+", {other}}})', stream.END),
         }
         all_peak = p.peak_rss()
     memory = {}
