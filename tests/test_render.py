@@ -249,3 +249,31 @@ def test_contract_names_are_written_only_in_contract():
         assert not strings & metrics, f"{py.relative_to(ROOT)} spells {strings & metrics}"
         if py.parent.name == "alerts":
             assert not strings & labels, f"{py.relative_to(ROOT)} spells {strings & labels}"
+
+
+NEWEST_MEAN = {
+    "the default family interval of 1m reads the means of the last 1m30s":
+        ({}, "1m30s"),
+    "a family every 2m reads the last 3m":
+        ({"family_intervals": {"stragglers": "2m"}}, "3m"),
+    "a family left at a rule_interval of 30s reads the last 45s":
+        ({"rule_interval": "30s", "family_intervals": {"stragglers": None}}, "45s"),
+    "a family left to Prometheus' global interval assumes its default of 1m":
+        ({"rule_interval": None, "family_intervals": None}, "1m30s"),
+}
+
+
+@pytest.mark.parametrize("change,window", NEWEST_MEAN.values(), ids=NEWEST_MEAN.keys())
+def test_the_straggler_flag_reads_each_ranks_newest_mean(change, window):
+    """The flag reads the busy means as their newest evaluation wrote them: within one and
+    a half of the family's intervals, so a record read one evaluation late is still there
+    and an ended one is gone after one more; and flags only the ranks scraped now."""
+    data = copy.deepcopy(config.DEFAULTS)
+    data.update(change)
+    text = pipeline.render_all(config.Config(data, "(test)"))["rules/stragglers.yaml"]
+    flag = next(r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"]
+                if r.get("record") == "job_rank:train_straggler:flag5m")
+    reads = re.findall(r"last_over_time\(job_rank:train_busy_seconds:mean5m\[([0-9a-z]+)\]\)", flag)
+    assert reads == [window] * 3
+    assert re.search(r"\band on \(job_id, rank, stage, node\) train_compute_seconds_count\n", flag)
+    assert "job_rank:train_busy_seconds:mean5m\n" not in flag  # no instant read: it lingers

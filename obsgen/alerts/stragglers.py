@@ -130,7 +130,7 @@ Check first:
 
 from __future__ import annotations
 
-from ..config import duration, seconds
+from ..config import duration, group_interval, seconds
 from ..model import Alert, Family, Record, expr
 from ..contract import L, M, R
 from ..promql import Ctx
@@ -186,11 +186,13 @@ def build(c: Ctx) -> Family:
         # (the alerts read it, not a ratio of every rank; the dashboards compute that).
         # The baseline is computed here from the same read of the means, not read back
         # from its record: a ruler on remote storage reads a record one evaluation late,
-        # and at a restart that divided the new processes' warm-up by the old median;
-        # and only the processes scraped now (live_mean).
+        # and at a restart that divided the new processes' warm-up by the old median.
+        # The means are their newest evaluation (newest_mean), and only the ranks scraped
+        # now are flagged: the compute count is read once, for the few over the threshold.
         Record(c.rname(R.straggler_flag),
-               f"{over_baseline(c, live_mean(c), baseline_of(c, live_mean(c)))} "
+               f"{over_baseline(c, newest_mean(c), baseline_of(c, newest_mean(c)))} "
                f"> {c.t('straggler_ratio')}\n"
+               f"and {c.on(*rank)} {c.m(M.train_compute_seconds, '_count')}\n"
                f"and {c.on(L.job_id, L.stage)} {c.r(R.busy_baseline)} offset {two}"),
         # The mesh as facts (they change only when a job starts or resizes): each rank's
         # place, and how many ranks of a stage sit at each position of its groups. The
@@ -339,13 +341,18 @@ def baseline_of(c: Ctx, mean: str | None = None) -> str:
             f"  topk {c.by(L.job_id, L.stage)} (1, {mean})\n)")
 
 
-def live_mean(c: Ctx) -> str:
-    """The busy-time record of the processes scraped now. A store that loses a recorded
-    series' staleness marker (vmalert writes it at the last value's timestamp) returns
-    the ended series for its lookback: after a restart on other hosts, the old processes'
-    means beside the new ones. The scrapes' own staleness markers do not get lost."""
-    return (f"({c.r(R.busy_mean)} and {c.on(L.job_id, L.rank, L.stage, L.node)} "
-            f"{c.m(M.train_compute_seconds, '_count')})")
+def newest_mean(c: Ctx) -> str:
+    """The busy-time record as its newest evaluation wrote it: the last sample within one
+    and a half of the family's intervals (Prometheus' default 1m where the config leaves
+    it to the global interval). A store that loses a recorded series' staleness marker
+    (vmalert writes it at the last value's timestamp, and VictoriaMetrics keeps the value)
+    returns an ended series to an instant read for the whole lookback: after a restart on
+    other hosts, the old processes' means beside the new ones. A window of one interval
+    and a half holds the newest evaluation, read late or not, and lets an ended mean go
+    after one more. Cheaper than joining every rank's mean with its compute count, which
+    three reads of the means cost at every evaluation."""
+    every = seconds(group_interval(c.cfg, NAME) or "1m")
+    return f"last_over_time({c.r(R.busy_mean)}[{duration(1.5 * every)}])"
 
 
 def over_baseline(c: Ctx, mean: str | None = None, baseline: str | None = None) -> str:
