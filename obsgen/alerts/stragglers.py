@@ -173,7 +173,7 @@ def build(c: Ctx) -> Family:
             )
             /
             (sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_count', rate)}) > 0)
-            and {c.on(L.job_id, L.rank, L.stage, L.node)} {c.m(M.train_compute_seconds, '_count')}
+            and {scraped_now(c)}
         """)),
         # The rest of the stage: its slowest rank left out, so a slow rank is never part of
         # what it is compared with (a stage of one has no baseline and is not judged).
@@ -192,7 +192,7 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.straggler_flag),
                f"{over_baseline(c, newest_mean(c), baseline_of(c, newest_mean(c)))} "
                f"> {c.t('straggler_ratio')}\n"
-               f"and {c.on(*rank)} {c.m(M.train_compute_seconds, '_count')}\n"
+               f"and {scraped_now(c)}\n"
                f"and {c.on(L.job_id, L.stage)} {c.r(R.busy_baseline)} offset {two}"),
         # The mesh as facts (they change only when a job starts or resizes): each rank's
         # place, and how many ranks of a stage sit at each position of its groups. The
@@ -339,6 +339,14 @@ def baseline_of(c: Ctx, mean: str | None = None) -> str:
     return (f"quantile {c.by(L.job_id, L.stage)} (0.5,\n  {mean}\n"
             f"  unless {c.on(L.job_id, L.rank, L.node)}\n"
             f"  topk {c.by(L.job_id, L.stage)} (1, {mean})\n)")
+
+
+def scraped_now(c: Ctx) -> str:
+    """The right side of an ``and`` that keeps the ranks exporting their compute time now,
+    on the host and in the stage they run in now: a rate window, and a recorded series
+    read through a window, outlive the scrape whose staleness marker ended it."""
+    return (f"{c.on(L.job_id, L.rank, L.stage, L.node)} "
+            f"{c.m(M.train_compute_seconds, '_count')}")
 
 
 def newest_mean(c: Ctx) -> str:
