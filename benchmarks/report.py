@@ -412,10 +412,16 @@ def _linear(ax, ns: list[int], y0: float) -> None:
     ax.plot(ns, [y0 * n / ns[0] for n in ns], color="grey", lw=0.8, ls="--")
 
 
-def write(results: dict, here: Path) -> None:
+def with_drop_buckets(results: dict, here: Path) -> dict:
+    """The results with the drop-buckets run saved beside them, which the report compares."""
     other = here / DROP_BUCKETS
     if other.exists() and "drop_buckets" not in results:
         results = {**results, "drop_buckets": json.loads(other.read_text())}
+    return results
+
+
+def write(results: dict, here: Path) -> None:
+    results = with_drop_buckets(results, here)
     (here / "RESULTS.md").write_text(markdown(results))
     try:
         plot(results, here / "scale.png")

@@ -260,3 +260,17 @@ def test_dashboards_records_is_measured_apart_with_every_query_of_the_panels_it_
     size = {"panels": {"obsgen": {"a": {"ms": 9.0}, "b": {"ms": 1.0}},
                        "records": {"a": {"ms": 2.0}}}}
     assert measures.with_records(size) == {"a": {"ms": 2.0}, "b": {"ms": 1.0}}
+
+
+def test_the_committed_report_is_what_its_saved_results_and_findings_write():
+    """RESULTS.md is a function of results.json and the report code (its findings text
+    included): a finding edited without `python -m benchmarks.scale --report`, or a run whose
+    report the saved results would write differently, fails here."""
+    import json
+
+    from benchmarks import report
+
+    here = ROOT / "benchmarks"
+    results = report.with_drop_buckets(json.loads((here / "results.json").read_text()), here)
+    assert (here / "RESULTS.md").read_text() == report.markdown(results), (
+        "benchmarks/RESULTS.md is stale: python -m benchmarks.scale --report")
