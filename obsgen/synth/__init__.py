@@ -30,10 +30,12 @@ The parts: ``faults`` (what can go wrong), ``job`` (a job's shape and settings),
 from __future__ import annotations
 
 from .faults import (CheckpointStall, ExporterRestart, GradNaN, GradSpike, GradVanish,
-                     HostWork, Pauses, RankLoss, Restart, RotatingSlow, SlowRank, StageBubble)
+                     HostWork, MovingSlow, Pauses, RankLoss, Recurring, Restart, RotatingSlow,
+                     ScrapeMisses, SeqImbalance, SlowRank, StageBubble, WarmRank)
 from .job import STALE, Job, NcclExporter, Scrape, elastic, gpu_uuid
 from .sim import _Sim
 
 __all__ = ["STALE", "CheckpointStall", "ExporterRestart", "GradNaN", "GradSpike", "GradVanish",
-           "HostWork", "Job", "Pauses", "NcclExporter", "RankLoss", "Restart", "RotatingSlow", "Scrape", "SlowRank",
-           "StageBubble", "elastic", "gpu_uuid", "_Sim"]
+           "HostWork", "Job", "MovingSlow", "Pauses", "NcclExporter", "RankLoss", "Recurring",
+           "Restart", "RotatingSlow", "Scrape", "ScrapeMisses", "SeqImbalance", "SlowRank",
+           "StageBubble", "WarmRank", "elastic", "gpu_uuid", "_Sim"]

@@ -46,7 +46,7 @@ class _Emit:
             base = self._base[(rank, self.gen)] = {
                 L.job.key: j.scrape_job,
                 # New processes after a restart get new pod addresses, hence new instances.
-                L.instance.key: (f"10.{j.subnet}.{self.gen * 16 + node // 250}.{node % 250 + 1}:"
+                L.instance.key: (f"10.{j.subnet}.{self.moved * 16 + node // 250}.{node % 250 + 1}:"
                                  f"{9400 + rank % j.ranks_per_node}"),
                 L.job_id.key: j.job_id,
                 L.rank.key: str(rank),

@@ -76,9 +76,11 @@ class RankLoss:
 @dataclass(frozen=True)
 class Restart:
     """Every process exits at ``at`` and the job comes back ``gap`` seconds later from its
-    last checkpoint: new processes, new instances, counters from zero."""
+    last checkpoint: new processes, new instances, counters from zero; on the next hosts
+    (``moves``, as a scheduler places new pods) or on the same ones (a bare-metal rerun)."""
     at: float
     gap: float = 180.0
+    moves: bool = True
 
 
 @dataclass(frozen=True)
@@ -109,3 +111,58 @@ class Pauses:
     seconds: float = 0.3
     per_minute: float = 1.0
     start: float = 0.0
+
+
+@dataclass(frozen=True)
+class Recurring:
+    """``rank`` computes ``factor`` times slower for ``on`` seconds in every ``every``
+    seconds from ``start`` until ``end``: a thermal or power throttle that comes back, a
+    "lemon" GPU."""
+    rank: int
+    factor: float = 2.0
+    on: float = 240.0
+    every: float = 600.0
+    start: float = 0.0
+    end: float = math.inf
+
+
+@dataclass(frozen=True)
+class MovingSlow:
+    """Every ``period`` seconds from ``start`` until ``end`` another rank, drawn at random
+    (``seed``) from ``ranks`` (default: all), computes ``factor`` times slower: contention
+    that moves between hosts, a straggler that follows the data."""
+    factor: float = 1.2
+    period: float = 30.0
+    start: float = 0.0
+    end: float = math.inf
+    ranks: tuple[int, ...] = ()
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class WarmRank:
+    """``rank`` warms up ``factor`` times slower for ``seconds`` after every start and
+    restart, beside the job's own warm-up: a rank that compiles or fills its caches last."""
+    rank: int
+    factor: float = 1.5
+    seconds: float = 300.0
+
+
+@dataclass(frozen=True)
+class ScrapeMisses:
+    """Each scrape of each rank fails with probability ``share`` from ``start`` (its own
+    random stream): Prometheus writes staleness markers for the target's series, and the
+    next good scrape brings them back."""
+    share: float = 0.02
+    start: float = 0.0
+
+
+@dataclass(frozen=True)
+class SeqImbalance:
+    """Sequence-length and packing imbalance from ``start``: on every step each
+    data-parallel replica computes a factor drawn from 1 to ``worst`` (about 1.34 on a
+    real step), a different replica the slowest each time; the step waits for the
+    slowest replica."""
+    worst: float = 1.34
+    start: float = 0.0
+

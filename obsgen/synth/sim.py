@@ -10,8 +10,9 @@ from typing import Iterator
 
 from ..contract import M
 from .emit import _Emit
-from .faults import (CheckpointStall, GradNaN, GradSpike, GradVanish, HostWork, Pauses,
-                     RankLoss, Restart, RotatingSlow, SlowRank, StageBubble)
+from .faults import (CheckpointStall, GradNaN, GradSpike, GradVanish, HostWork, MovingSlow,
+                     Pauses, RankLoss, Recurring, Restart, RotatingSlow, ScrapeMisses,
+                     SeqImbalance, SlowRank, StageBubble, WarmRank)
 from ..mesh import Mesh
 from .job import STALE, Job, Scrape
 from .sidecar import _Sidecar
@@ -26,6 +27,7 @@ class _Sim(_Emit, _Sidecar):
         self.offsets = [1.0 + max(-2 * spread, min(2 * spread, self.rng.gauss(0, spread)))
                         for _ in range(job.ranks)]
         self.gen = 0  # restart generation
+        self.moved = 0  # restarts that placed the processes on other hosts
         self.step = 0
         self.step_frac = 0.0
         self.proc_start = job.start
@@ -44,6 +46,9 @@ class _Sim(_Emit, _Sidecar):
         # GC pauses: their own stream too
         self.prng = random.Random(job.seed * 104729 + 3)
         self.ncounters: dict[tuple, float] = {}
+        # missed scrapes and sequence-length imbalance: their own streams too
+        self.mrng = random.Random(job.seed * 15485863 + 5)
+        self.srng = random.Random(job.seed * 32452843 + 7)
         self.exporter_gen = 0
         self.t_prev: float | None = None  # time of the previous scrape
         if job.ranks % (job.tp * job.cp * job.pp):
@@ -89,17 +94,44 @@ class _Sim(_Emit, _Sidecar):
                 order = fault.order or tuple(range(self.j.ranks))
                 if order[int((t - fault.start) // fault.period) % len(order)] == rank:
                     f *= fault.factor
+            elif (isinstance(fault, Recurring) and fault.rank == rank
+                  and fault.start <= t < fault.end and (t - fault.start) % fault.every < fault.on):
+                f *= fault.factor
+            elif isinstance(fault, MovingSlow) and fault.start <= t < fault.end:
+                pool = fault.ranks or tuple(range(self.j.ranks))
+                k = int((t - fault.start) // fault.period)
+                if pool[random.Random(fault.seed * 1_000_003 + k).randrange(len(pool))] == rank:
+                    f *= fault.factor
         return f
 
-    def warm(self, t: float) -> float:
+    def warm(self, t: float, rank: int | None = None) -> float:
         first_step = self.proc_start + (self.j.init if self.gen == 0 else 0.0)
-        return self.j.warmup_factor if t - first_step < self.j.warmup else 1.0
+        f = self.j.warmup_factor if t - first_step < self.j.warmup else 1.0
+        for fault in self.j.faults:
+            if isinstance(fault, WarmRank) and fault.rank == rank and t - first_step < fault.seconds:
+                f *= fault.factor
+        return f
 
     def compute_mean(self, rank: int, t: float) -> float:
         j = self.j
         stage = j.stage_compute[self.stage_of(rank)] if j.stage_compute else 1.0
         return (j.step_seconds * j.compute_share * stage * self.offsets[rank]
-                * self.slow_factor(rank, t) * self.warm(t))
+                * self.slow_factor(rank, t) * self.warm(t, rank))
+
+    def imbalance(self, steps: int, t: float) -> tuple[list[float], float]:
+        """Sequence-length imbalance over ``steps`` steps: each rank's mean factor (that of
+        its data-parallel replica) and the step's mean factor, the slowest replica's (1 and
+        1 without a SeqImbalance fault)."""
+        faults = [f for f in self.j.faults if isinstance(f, SeqImbalance) and t >= f.start]
+        if not faults:
+            return [1.0] * self.j.ranks, 1.0
+        worst = faults[0].worst
+        dp = self.j.ranks // (self.j.tp * self.j.cp * self.j.pp)
+        # mean of `steps` draws from U(1, worst) per replica; the step waits for the largest
+        sd = (worst - 1) / math.sqrt(12 * max(steps, 1))
+        replica = [(1 + worst) / 2 + self.srng.gauss(0, sd) for _ in range(dp)]
+        by_rank = [replica[self.mesh.coords(r)["dp"]] for r in range(self.j.ranks)]
+        return by_rank, 1 + (worst - 1) * dp / (dp + 1)
 
     def bubble(self, stage: int, t: float) -> float:
         j = self.j
@@ -151,6 +183,7 @@ class _Sim(_Emit, _Sidecar):
         due = [f for f in self.j.faults if isinstance(f, Restart) and f.at + f.gap <= t]
         if self.gen < len(due):
             f = max(due, key=lambda f: f.at + f.gap)
+            self.moved += sum(1 for d in due[self.gen:] if d.moves)
             self.gen = len(due)
             for c in self.counters:
                 c.clear()
@@ -198,9 +231,14 @@ class _Sim(_Emit, _Sidecar):
         avail = max(0.0, avail)
         tm = (t0 + t1) / 2
         own = [self.compute_mean(r, tm) for r in range(j.ranks)]  # each rank's busy time
-        means = self.computes(own)  # with the waits for its lockstep peers and its pipeline
         comm = j.step_seconds * (1 - j.compute_share)
         wall = max(own) * (1 + 1.4 * j.noise) + comm  # the slowest rank sets the pace
+        if any(isinstance(f, SeqImbalance) for f in j.faults):
+            by_rank, slowest = self.imbalance(max(1, int(avail / wall)), tm)
+            own = [o * f for o, f in zip(own, by_rank)]
+            wall = max(own) / max(by_rank) * slowest * (1 + 1.4 * j.noise) + comm
+        means = self.computes(own)  # with the waits for its lockstep peers and its pipeline
+        held_up = self.held_up(tm) if j.pp > 1 else None
         wall += max((f.seconds for f in j.faults if isinstance(f, HostWork)
                      and f.start <= tm < f.end and not self.lost(f.rank, tm)), default=0.0)
         self.step_frac += avail / wall
@@ -234,12 +272,23 @@ class _Sim(_Emit, _Sidecar):
                       group="dp")
             self._other_parallelisms(r, n, coll)
             if j.emit_pipeline or (j.emit_pipeline is None and j.pp > 1):
-                # Without pipeline parallelism the stage is busy for its compute only.
-                busy = wall * (1 - self.bubble(self.stage_of(r), tm)) if j.pp > 1 else mean
+                # Without pipeline parallelism the stage is busy for its compute only. With
+                # it, a stage idles its bubble, and longer while a slowed stage of its
+                # pipeline (a straggler's) holds it up.
+                busy = (wall * (1 - self.bubble(self.stage_of(r), tm)) * held_up[r]
+                        if j.pp > 1 else mean)
                 self._observe(r, M.pipeline_stage_seconds.key, n, noisy(busy / 3), busy / 3,
                               busy / 3 * j.noise, phase="forward")
                 self._observe(r, M.pipeline_stage_seconds.key, n, noisy(2 * busy / 3), 2 * busy / 3,
                               2 * busy / 3 * j.noise, phase="backward")
+
+    def held_up(self, t: float) -> list[float]:
+        """Each rank's share of its pipeline's pace that its stage sets: 1 for the slowest
+        stage, below 1 for the stages that wait for a slowed one (faults only: healthy
+        stages keep the pipeline's bubble)."""
+        slow = [self.slow_factor(r, t) for r in range(self.j.ranks)]
+        lock = [max(slow[m] for m in self.lockstep[r]) for r in range(self.j.ranks)]
+        return [lock[r] / max(lock[m] for m in self.chain[r]) for r in range(self.j.ranks)]
 
     def paused(self, steps: int, wall: float, t: float) -> float:
         """Seconds of GC pauses a rank had in ``steps`` steps (0 without a Pauses fault; its
@@ -264,7 +313,7 @@ class _Sim(_Emit, _Sidecar):
         """Index of the host a rank's process runs on now: each restart's processes come up
         on the hosts after the previous generation's."""
         j = self.j
-        return rank // j.ranks_per_node + self.gen * -(-j.ranks // j.ranks_per_node)
+        return rank // j.ranks_per_node + self.moved * -(-j.ranks // j.ranks_per_node)
 
     def _node_name(self, rank: int) -> str:
         """The host a rank's process runs on now, as its series and the exporter name it."""
@@ -285,8 +334,10 @@ class _Sim(_Emit, _Sidecar):
         now: set[tuple] = set()
         if not self.down(t):
             grad, loss = self.grad_norm(t), self.loss(t)  # global values, one per step
+            miss = next((f.share for f in j.faults if isinstance(f, ScrapeMisses)
+                         and t >= f.start), 0.0)
             for r in range(j.ranks):
-                if self.lost(r, t):
+                if self.lost(r, t) or (miss and self.mrng.random() < miss):
                     continue
                 scrape.samples.update(self.gauges(r, grad, loss))
                 scrape.samples.update(self.counters[r])
