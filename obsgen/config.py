@@ -40,10 +40,16 @@ DEFAULTS: dict[str, Any] = {
     "thresholds": {
         # A rank straggles while its busy time is this many times the median of the rest of its stage.
         "straggler_ratio": 1.07,
-        # Ranks that straggled within windows.straggler_persistence and recovered that make stragglers transient.
+        # Distinct ranks, not held, that must have straggled within windows.straggler_recurrence for Train_Straggler_Transient.
         "straggler_transient_ranks": 2,
         # Share of a stage's TP (CP, EP) groups whose rank at one position straggles that is a mesh pattern.
         "straggler_pattern_share": 0.5,
+        # Share of step time a rank's straggling costs over windows.straggler_recurrence that pages it as recurring (a steady GPU this much slower costs as much).
+        "straggler_recurrence_cost": 0.1,
+        # A recurring rank's cost must be this many times the next rank's of its stage: a cost shared by several ranks moves.
+        "straggler_recurrence_dominance": 2,
+        # Share of step time the job lost over windows.straggler_recurrence to stragglers that moved between ranks that pages Train_Straggler_Transient.
+        "straggler_transient_cost": 0.15,
         # Gradient norm above this many times its baseline is an explosion.
         "grad_explosion_factor": 10,
         # Gradient norm below this share of its long baseline is vanishing.
@@ -76,8 +82,16 @@ DEFAULTS: dict[str, Any] = {
     "windows": {
         # Rate window for per-rank means; at least 4 scrape intervals.
         "rate": "5m",
-        # Window in which ranks that straggled and recovered are counted (Train_Straggler_Transient).
-        "straggler_persistence": "30m",
+        # Rate window of the per-rank busy means the straggler rules judge (and the dashboards' straggler score); at least 2 scrape intervals.
+        "straggler": "1m",
+        # A slowdown shorter than this never pages on its own: a rank pages once it straggled without a break for this plus windows.straggler.
+        "straggler_spell": "3m",
+        # Ranks of a stage are not judged for this long after it starts or comes back from a restart (warm-up, compilation).
+        "straggler_warmup": "5m",
+        # Window over which a rank's recurring straggling, and the job's straggling that moves between ranks, are costed.
+        "straggler_recurrence": "30m",
+        # A straggler alert stays firing this long after its condition last held: one alert through a recurring fault's quiet spells and a restart.
+        "straggler_hold": "12m",
         # Averaging window of the gradient-explosion baseline.
         "grad_baseline": "1h",
         # Averaging window of the vanishing-gradient baseline.
@@ -100,8 +114,8 @@ DEFAULTS: dict[str, Any] = {
         "restart_loop": "1h",
         # Window over which checkpoint write throughput is measured (must hold a checkpoint).
         "checkpoint_throughput": "1h",
-        # Window in which a rank that arrives last in most collectives of a group is late.
-        "late_arrival": "3m",
+        # Window in which a rank that arrives last in most collectives of a group is late (judged without a break, as busy time is).
+        "late_arrival": "1m",
     },
     # Team label value for each role; alerts route by role (platform: hardware, placement,
     # storage; workload: data, model, code).
@@ -123,18 +137,17 @@ DEFAULTS: dict[str, Any] = {
     # and late arrivals: 10 to 30 minutes; checkpoints and restarts: 30 minutes to an hour);
     # the GPUs every 1m, as often as dcgm-exporter's 30 s samples reach a 30 s scrape (its
     # ECC and XID alerts hold for an hour, the SM-active spread waits 15 minutes); the
-    # stragglers every 1m, a fifth of their 5m rate window (their per-rank busy time and
-    # baselines read every rank at each evaluation; with a `for` of 1m they name a straggler
-    # as soon as every 30 s with 1m30s did); the
-    # dashboards' records (dashboards.records) every 5m, their rate window.
+    # stragglers and late arrivals every 30s, half their 1m window (a rank pages once it
+    # was flagged at every evaluation of a spell: every 1m would add a minute to the page);
+    # the dashboards' records (dashboards.records) every 5m, their rate window.
     # Never shorter than rule_interval; a family set to null (or absent) is evaluated at
     # rule_interval, and null for the whole key evaluates every family at rule_interval.
     "family_intervals": {"pipeline": "1m", "checkpoints": "2m", "gpus": "1m", "fabric": "1m",
-                         "recovery": "2m", "nccl": "1m", "stragglers": "1m", "panels": "5m"},
+                         "recovery": "2m", "nccl": "30s", "stragglers": "30s", "panels": "5m"},
     # Facts interval of single families where their facts may wait longer than
     # facts_interval: the straggler family's mesh (each rank's place, the ranks per
-    # position) every 4m, since no rank is flagged before its stage has two rate windows
-    # behind it. Below the 5m lookback, so a fact never lapses between evaluations; null
+    # position) every 4m, since no rank pages before its stage's warm-up and a spell have
+    # passed. Below the 5m lookback, so a fact never lapses between evaluations; null
     # (or absent) takes facts_interval.
     "facts_intervals": {"stragglers": "4m"},
     # promtool tests of these rules (obsgen.scenarios), rendered with them and run by `obsgen test`.

@@ -386,25 +386,55 @@ RECORDED: dict[str, Recorded] = {
     r.key: r
     for r in (
         # stragglers
-        Recorded("busy_mean", "job_rank:train_busy_seconds:mean{rate}", _RANK_NODE,
+        Recorded("busy_mean", "job_rank:train_busy_seconds:mean{straggler}", _RANK_NODE,
                  "mean busy time per step of each rank: its compute minus the time it waited "
                  "inside compute (train_compute_wait_seconds), its compute where it reports "
                  "no wait"),
-        Recorded("busy_baseline", "job_stage:train_busy_seconds:baseline{rate}",
+        Recorded("busy_baseline", "job_stage:train_busy_seconds:baseline{straggler}",
                  ("job_id", "stage"),
                  "median busy time of a stage's ranks with the stage's slowest rank left out "
                  "(in a stage of two, the faster rank's): what a rank of the stage should take"),
-        Recorded("busy_ratio", "job_rank:train_busy_seconds:ratio{rate}", _RANK_NODE,
+        Recorded("busy_ratio", "job_rank:train_busy_seconds:ratio{straggler}", _RANK_NODE,
                  "rank's mean busy time divided by its stage's baseline"),
-        Recorded("straggler_flag", "job_rank:train_straggler:flag{rate}", _RANK_NODE,
+        Recorded("straggler_settled", "job_stage:train_straggler:settled{straggler_warmup}",
+                 ("job_id", "stage"),
+                 "1 for a stage whose baseline was recorded at every evaluation of the warm-up "
+                 "window but one: its ranks are past the warm-up of a start or restart and "
+                 "are judged; no series for a stage that is not"),
+        Recorded("straggler_flag", "job_rank:train_straggler:flag{straggler}", _RANK_NODE,
                  "the rank's busy time divided by its stage's baseline, while that is above "
-                 "the straggler threshold; no series while it is not"),
+                 "the straggler threshold in a settled stage; no series while it is not"),
+        Recorded("straggler_unbroken", "job_rank:train_straggler:unbroken{straggler_spell}",
+                 _RANK_NODE,
+                 "a rank flagged at every evaluation of its settled stage for longer than a "
+                 "spell and the rate window together, valued as its flag; no series for any "
+                 "other rank"),
+        Recorded("straggler_excess", "job_rank:train_straggler:excess{straggler}", _RANK_NODE,
+                 "what a flagged rank costs its job now: its ratio above 1, capped so that one "
+                 "spell never reaches the recurrence cost; no series for any other rank"),
+        Recorded("straggler_cost", "job_rank:train_straggler:cost{straggler_recurrence}",
+                 _RANK_NODE,
+                 "share of step time the rank's straggling cost its job over the recurrence "
+                 "window (its excess summed over the stage's evaluations there); no series for "
+                 "a rank that did not straggle in the window"),
+        Recorded("straggler_page", "job_rank:train_straggler:page", _RANK_NODE,
+                 "a rank that straggles now and either straggled without a break for longer "
+                 "than a spell, or recurs: its cost reaches the recurrence cost and is the "
+                 "dominance factor times the next rank's of its stage; valued as its flag"),
+        Recorded("straggler_held", "job_rank:train_straggler:held{straggler_hold}", _RANK_NODE,
+                 "a rank paged in the hold window that is still exported (or whose job is "
+                 "down for a restart), valued as its newest page: what the alerts read"),
         Recorded("rank_place", "job_rank:train_rank_mesh:place",
                  ("job_id", "rank", "stage", "tp_group", "tp_rank", "cp_rank", "ep_rank",
-                  "reports_wait"),
+                  "dp_rank", "reports_wait"),
                  "1 per rank that reports its place in the mesh: its TP group, its positions "
-                 "in its TP, CP and EP groups, and whether it reports its wait inside compute "
-                 "(a fact of the job's shape, recorded every facts_interval)"),
+                 "in its TP, CP and EP groups, its data-parallel replica, and whether it "
+                 "reports its wait inside compute (a fact of the job's shape, recorded every "
+                 "facts_interval)"),
+        Recorded("tp_pipeline", "job_tp_group:train_rank_mesh:pipeline",
+                 ("job_id", "tp_group", "pp_group"),
+                 "1 per TP group, naming the pipeline its first rank is in: the TP groups of "
+                 "one model replica's stages share it (a fact of the job's shape)"),
         Recorded("mesh_combos", "job_stage:train_rank_mesh:combos",
                  ("job_id", "stage", "tp_rank", "cp_rank", "ep_rank"),
                  "ranks of a stage at each combination of positions in their TP, CP and EP "
@@ -414,26 +444,32 @@ RECORDED: dict[str, Recorded] = {
                  ("job_id", "stage", "mesh_axis", "mesh_position"),
                  "ranks of a stage at each position of its TP, CP and EP groups: the number of "
                  "the stage's groups of that kind (a fact of the job's shape)"),
-        Recorded("straggler_lockstep", "job_rank:train_straggler:lockstep{rate}",
+        Recorded("straggler_lockstep", "job_rank:train_straggler:lockstep",
                  (*_RANK_NODE, "tp_group"),
-                 "a straggling rank that reports no wait inside compute, with its TP group "
-                 "(its straggle may be a peer's), valued as its flag; no series for any other "
-                 "rank"),
-        Recorded("straggler_positions", "job_rank:train_straggler:positions{rate}",
+                 "a held rank that reports no wait inside compute, with its TP group (its "
+                 "straggle may be a peer's, in its TP group or another stage of its pipeline), "
+                 "valued as its page; no series for any other rank"),
+        Recorded("straggler_positions", "job_rank:train_straggler:positions",
                  (*_RANK_NODE, "tp_rank", "cp_rank", "ep_rank"),
-                 "a straggling rank that reports its wait, with its positions in its TP, CP "
-                 "and EP groups, valued as its flag; no series for any other rank"),
-        Recorded("straggler_pattern", "job_rank:train_straggler:pattern{rate}",
+                 "a held rank that reports its wait, with its positions in its TP, CP and EP "
+                 "groups, valued as its page; no series for any other rank"),
+        Recorded("straggler_pattern", "job_rank:train_straggler:pattern",
                  (*_RANK_NODE, "tp_rank", "cp_rank", "ep_rank", "mesh_axis", "mesh_position"),
-                 "a straggling rank at a position of a kind of group that straggles in at "
-                 "least the pattern share of the stage's groups of that kind, and in two or "
+                 "a held rank at a position of a kind of group whose rank there is held in "
+                 "at least the pattern share of the stage's groups of that kind, and in two or "
                  "more"),
-        Recorded("straggler_share", "job_rank:train_straggler:share{straggler_persistence}", _RANK_NODE,
-                 "share of the persistence window the rank was straggling (above 0 to 1; "
-                 "no series for a rank that did not straggle in the window)"),
-        Recorded("straggler_ranks", "job:train_straggler_ranks:count{straggler_persistence}",
+        Recorded("straggler_moving_excess", "job:train_straggler_moving:excess",
                  ("job_id",),
-                 "ranks that straggled in the window and recovered: straggling then, not now"),
+                 "what the job's stragglers cost it now, of the ranks not paged in the "
+                 "recurrence window: the largest excess of each data-parallel replica, summed "
+                 "over the replicas"),
+        Recorded("straggler_moving", "job:train_straggler_moving:cost{straggler_recurrence}",
+                 ("job_id",),
+                 "share of step time the job lost over the recurrence window to stragglers "
+                 "that are not held: slowness that moves between ranks"),
+        Recorded("straggler_moving_ranks",
+                 "job:train_straggler_moving:ranks{straggler_recurrence}", ("job_id",),
+                 "ranks that straggled in the recurrence window and are not held"),
         # gradients
         Recorded("grad_norm_finite", "job:train_grad_norm:finite_max", ("job_id",),
                  "job's gradient norm, NaN and Inf dropped"),
@@ -560,24 +596,37 @@ RECORDED: dict[str, Recorded] = {
                  ("job_id", "rank", "group", "node"),
                  "share of the aligned collectives of a group the rank took part in that it "
                  "arrived last in (only when enough were aligned)"),
+        Recorded("late_arrival_ranks", "job_group:nccl_collective_last_arrival:ranks",
+                 ("job_id", "group"),
+                 "ranks of the job with a late-arrival share in each kind of group: the "
+                 "sidecar's alignment runs"),
+        Recorded("late_arrival_settled",
+                 "job_group:nccl_late_arrival:settled{straggler_warmup}", ("job_id", "group"),
+                 "1 for a kind of group whose ranks had a late-arrival share at every "
+                 "evaluation of the warm-up window but one; no series for any other"),
         Recorded("late_arrival_flag", "job_rank_group:nccl_late_arrival:flag{late_arrival}",
                  ("job_id", "rank", "group", "node"),
-                 "the rank's late-arrival share while it is above the late-arrival fraction; "
-                 "no series while it is not"),
-        Recorded("late_arrival_positions", "job_rank:nccl_late_arrival:positions{late_arrival}",
+                 "the rank's late-arrival share while it is above the late-arrival fraction "
+                 "in a settled kind of group; no series while it is not"),
+        Recorded("late_arrival_unbroken",
+                 "job_rank_group:nccl_late_arrival:unbroken{straggler_spell}",
+                 ("job_id", "rank", "group", "node"),
+                 "a rank flagged late at every evaluation for longer than a spell and the "
+                 "late-arrival window together, valued as its flag"),
+        Recorded("late_arrival_held", "job_rank_group:nccl_late_arrival:held{straggler_hold}",
+                 ("job_id", "rank", "group", "node"),
+                 "a rank late without a break in the hold window that still takes part (or "
+                 "whose group kind has stopped for a restart), valued as its newest flag"),
+        Recorded("late_arrival_positions", "job_rank:nccl_late_arrival:positions",
                  ("job_id", "rank", "stage", "tp_rank", "cp_rank", "ep_rank"),
-                 "1 for a rank late in any of its groups, with its stage and its positions in its "
-                 "TP, CP and EP groups (from its place); no series for any other rank"),
-        Recorded("late_arrival_pattern", "job_rank:nccl_late_arrival:pattern{late_arrival}",
+                 "1 for a held late rank, with its stage and its positions in its TP, CP and "
+                 "EP groups (from its place); no series for any other rank"),
+        Recorded("late_arrival_pattern", "job_rank:nccl_late_arrival:pattern",
                  ("job_id", "rank", "stage", "tp_rank", "cp_rank", "ep_rank", "mesh_axis",
                   "mesh_position"),
-                 "1 for a late rank at a position of a kind of group whose rank there is late in "
-                 "at least the pattern share of the stage's groups of that kind, and in two or more"),
-        Recorded("late_arrival_recovered",
-                 "job_group:nccl_late_arrival_recovered:count{straggler_persistence}",
-                 ("job_id", "group"),
-                 "ranks that were late in the group within the window and are no longer, "
-                 "while still taking part: a last arrival that moves"),
+                 "1 for a held late rank at a position of a kind of group whose rank there is "
+                 "held in at least the pattern share of the stage's groups of that kind, and "
+                 "in two or more"),
     )
 }
 

@@ -137,6 +137,13 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
     fam_views, readers_of_metric, readers_of_record = [], {}, {}
     hops, paths = _chains(families, cfg)
     late = {a: sum(p) for a, p in paths.items()}
+    from .alertmanager import inhibitions
+    inhibits: dict[str, list] = {}
+    inhibited_by: dict[str, list] = {}
+    for source, targets, equal in inhibitions(families, cfg):
+        inhibits.setdefault(source, []).append({"alerts": targets, "equal": equal})
+        for t in targets:
+            inhibited_by.setdefault(t, []).append({"alerts": [source], "equal": equal})
 
     for fam in families:
         module = fam.name
@@ -161,6 +168,8 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
                 "hops": hops.get(a.name, 0), "late": duration(late.get(a.name, 0)),
                 "summary_text": template_text(a.summary, cfg) + ". " + template_text(a.description, cfg),
                 "description_text": template_text(a.description, cfg),
+                "inhibits": inhibits.get(a.name, []),
+                "inhibited_by": inhibited_by.get(a.name, []),
             }
             alerts.append(view)
             # Silence by the labels the alert identifies itself with, the job first.

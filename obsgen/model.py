@@ -27,6 +27,14 @@ class Record:
 
 
 @dataclass(frozen=True)
+class Inhibit:
+    """Alerts (family names or alert keys) a firing alert suppresses in Alertmanager, for
+    the same job and the same values of ``same`` (contract label keys, e.g. rank)."""
+    targets: tuple[str, ...]
+    same: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Alert:
     name: str
     expr: str
@@ -41,8 +49,9 @@ class Alert:
     # ("memory", 0.5): otherwise the evidence is gone before the alert can fire.
     for_within: tuple[str, float] | None = None
     key: str = ""  # the name in the definitions, which config overrides refer to
-    # families whose alerts this one suppresses in Alertmanager for the same job
-    inhibits: tuple[str, ...] = ()
+    # what this one suppresses in Alertmanager for the same job: family names or alert
+    # keys (for the same job), or Inhibit (also for the same values of other labels)
+    inhibits: tuple["str | Inhibit", ...] = ()
 
     def __post_init__(self):
         if not self.key:

@@ -140,9 +140,11 @@ def plan(s: Shape, windows: dict[str, str] | None = None,
                  else "gpu" if L.UUID.key in r.labels else "host" if L.node.key in r.labels
                  else "job")
         # the late-arrival ratio: one series per rank and aligned group
-        per = s.aligned_groups() if scope == "rank" and L.group.key in r.labels else 1
-        if r in (R.rank_place, R.mesh_combos, R.mesh_positions) and not s.mesh_info:
+        per = s.aligned_groups() if L.group.key in r.labels else 1
+        if r in (R.rank_place, R.mesh_combos, R.mesh_positions, R.tp_pipeline) and not s.mesh_info:
             continue  # the mesh facts come from the mesh info
+        if r is R.tp_pipeline:  # one per TP group
+            per = s.ranks // s.tp
         if r is R.mesh_positions:  # each TP, CP and EP position of the stage (CP not modelled: 1)
             per = s.tp + 1 + s.ep
         if r is R.mesh_combos:  # each combination of those positions in the stage

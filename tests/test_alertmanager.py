@@ -1,5 +1,6 @@
 """alertmanager/obsgen-routes.yaml: valid for amtool, routes by team and severity, and
-Train_RankFailed inhibits the straggler and checkpoint alerts of the same job."""
+Train_RankFailed inhibits the straggler and checkpoint alerts of the same job (the
+straggler alerts' inhibitions, proven on a live Alertmanager: test_inhibitions.py)."""
 from __future__ import annotations
 
 import copy
@@ -78,7 +79,8 @@ def test_custom_teams_and_selector_route_and_inhibit_per_cluster(tmp_path):
 
 
 def test_rank_failure_inhibits_exactly_the_straggler_and_checkpoint_alerts():
-    (rule,) = rendered()["inhibit_rules"]
+    (rule,) = [r for r in rendered()["inhibit_rules"]
+               if r["source_matchers"] == ['alertname="Train_RankFailed"']]
     assert rule["source_matchers"] == ['alertname="Train_RankFailed"']
     assert rule["target_matchers"] == [
         'alertname=~"Train_Straggler_Persistent|Train_Straggler_TPGroup|Train_Straggler_Mapping|Train_Straggler_Transient|'

@@ -69,7 +69,7 @@ def test_dashboards_refuse_families_that_leave_out_what_their_panels_read(tmp_pa
         "job:train_checkpoint_seconds:rate5m, job:train_checkpoint_timestamp_seconds:max, "
         "recorded by family 'checkpoints', which families: leaves out; add checkpoints to "
         "families or set dashboards.enabled: false",
-        "dashboards: panels read job_rank_group:nccl_collective_last_arrival:ratio3m, recorded by "
+        "dashboards: panels read job_rank_group:nccl_collective_last_arrival:ratio1m, recorded by "
         "family 'nccl', which families: leaves out; add nccl to families or set "
         "dashboards.enabled: false",
         "dashboards: panels read job:train_planned_end_timestamp_seconds:max, recorded by "

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.promtool
 
 EVAL = "60m"
 JOB_A, JOB_B = 'job_id="job-a"', 'job_id="job-b"'
-BUSY, BASELINE = "job_rank:train_busy_seconds:mean5m", "job_stage:train_busy_seconds:baseline5m"
+BUSY, BASELINE = "job_rank:train_busy_seconds:mean1m", "job_stage:train_busy_seconds:baseline1m"
 NAME = Ctx(config.Config(copy.deepcopy(config.DEFAULTS), "(defaults)")).rname
 
 

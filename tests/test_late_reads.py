@@ -135,10 +135,10 @@ def test_a_flag_that_reads_its_median_back_from_storage_fails_the_restart(tmp_pa
     path = tmp_path / "rules" / "stragglers.yaml"
     doc = yaml.safe_load(path.read_text())
     flag = next(r for g in doc["groups"] for r in g["rules"]
-                if r.get("record") == "job_rank:train_straggler:flag5m")
-    flag["expr"] = ("job_rank:train_busy_seconds:mean5m\n/ on (job_id, stage) group_left ()\n"
-                    "(job_stage:train_busy_seconds:baseline5m > 0) > 1.07\n"
-                    "and on (job_id, stage) job_stage:train_busy_seconds:baseline5m offset 10m")
+                if r.get("record") == "job_rank:train_straggler:flag1m")
+    flag["expr"] = ("job_rank:train_busy_seconds:mean1m\n/ on (job_id, stage) group_left ()\n"
+                    "(job_stage:train_busy_seconds:baseline1m > 0) > 1.07\n"
+                    "and on (job_id, stage) job_stage:train_straggler:settled5m")
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     for p in (tmp_path / "tests" / "promtool").glob("*.yaml"):
         if not p.name.startswith("obsgen-stragglers"):

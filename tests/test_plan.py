@@ -23,14 +23,17 @@ def test_a_dense_data_parallel_job_of_8_ranks_by_hand():
     # unrecorded, communicator size = 23. From one rank: grad norm, loss, their two
     # non-finite flags, recovery time, checkpoint age at failure = 6. One host of 8 GPUs: 12 DCGM series per GPU = 96,
     # 8 HCAs x 3 + uname = 25, its pod's kube_pod_labels = 1, the sidecar's skew and tail
-    # histograms 2 x 22 and 5 exporter series = 49. Recorded: 11 per rank, 2 per stage
-    # 3 mesh positions (TP, CP and EP position 0) and 1 combination of them, 27 per job,
-    # 5 per host, 8 per GPU (at most: the straggler flag, share, lockstep,
-    # position and pattern records and the late-arrival flag, position and pattern exist
-    # only for ranks that straggled or arrived late, the error records only for GPUs with
-    # an event).
+    # histograms 2 x 22 and 5 exporter series = 49. Recorded: per rank 11 of busy time
+    # (mean, flag, unbroken, excess, cost, page, held, place, lockstep, positions,
+    # pattern) and 6 of late arrivals (ratio, flag, unbroken and held per aligned group,
+    # of which there is one, positions, pattern); 3 per stage (baseline, settled, bubble),
+    # 3 mesh positions (TP, CP and EP position 0) and 1 combination of them; 28 per job
+    # and 2 per job and aligned group (its ranks, settled); one pipeline per TP group (8);
+    # 5 per host, 8 per GPU (at most: the records after the flags exist only for ranks that
+    # straggled or arrived late, the error records only for GPUs with an event).
     assert totals(Shape(ranks=8)) == {"scraped": 126 * 8 + 6 + 96 + 25 + 1 + 49,
-                                      "recorded": 11 * 8 + 2 + 3 + 1 + 27 + 5 + 8 * 8, "per_rank": 126}
+                                      "recorded": 17 * 8 + 3 + 3 + 1 + 28 + 2 + 8 + 5 + 8 * 8,
+                                      "per_rank": 126}
 
 
 def test_the_unread_buckets_of_a_dense_job_of_8_ranks_by_hand():
@@ -74,16 +77,18 @@ def test_pipeline_parallelism_adds_stage_timings_and_p2p():
 
 def test_the_late_arrival_ratio_is_one_series_per_rank_and_aligned_group():
     lines = [l for l in plan(Shape(ranks=64, tp=8, pp=2)) if l.name.startswith("job_rank_group:")]
-    assert [l.name for l in lines] == ["job_rank_group:nccl_collective_last_arrival:ratio3m",
-                                       "job_rank_group:nccl_late_arrival:flag3m"]
+    assert [l.name for l in lines] == ["job_rank_group:nccl_collective_last_arrival:ratio1m",
+                                       "job_rank_group:nccl_late_arrival:flag1m",
+                                       "job_rank_group:nccl_late_arrival:unbroken3m",
+                                       "job_rank_group:nccl_late_arrival:held12m"]
     # dp and tp; pp's send/recv are not aligned
-    assert [(l.per_unit, l.total) for l in lines] == [(2, 128), (2, 128)]
+    assert [(l.per_unit, l.total) for l in lines] == [(2, 128)] * 4
 
 
 def test_cli_prints_the_total(capsys):
     assert main(["plan", "--ranks", "16384", "--tp", "8", "--pp", "8"]) == 0
     out = capsys.readouterr().out
-    assert "16,384 ranks" in out and "total:" in out and "job_rank:train_busy_seconds:mean5m" in out
+    assert "16,384 ranks" in out and "total:" in out and "job_rank:train_busy_seconds:mean1m" in out
     assert "histogram buckets no rule or panel reads" in out
 
 
@@ -103,6 +108,6 @@ def test_cli_counts_the_records_of_the_families_the_config_renders(tmp_path, mon
     (tmp_path / "obsgen.yaml").write_text("families: [stragglers]\ndashboards: {enabled: false}\n")
     assert main(["plan", "--ranks", "64"]) == 0
     out = capsys.readouterr().out
-    assert "job_rank:train_busy_seconds:mean5m" in out
+    assert "job_rank:train_busy_seconds:mean1m" in out
     assert "job_rank:nccl_tp_collective_seconds:mean5m" not in out
     assert "job:train_grad_norm:finite_max" not in out  # a family left out records nothing

@@ -86,7 +86,9 @@ def valid_configs(draw) -> dict:
     # Windows long enough for the default `for` of the alerts that depend on them.
     if draw(st.booleans()):
         cfg["windows"] = draw(st.fixed_dictionaries({}, optional={
-            "rate": duration(60, 3600), "straggler_persistence": duration(300, 7200),
+            "rate": duration(60, 3600), "straggler": duration(60, 600),
+            "straggler_spell": duration(60, 900), "straggler_warmup": duration(60, 1800),
+            "straggler_recurrence": duration(300, 7200), "straggler_hold": duration(60, 3600),
             "grad_baseline": duration(300, 86400), "grad_long_baseline": duration(7200, 172800),
             "progress": duration(60, 900), "memory": duration(600, 86400),
             "checkpoint_overhead": duration(600, 86400),

@@ -39,14 +39,14 @@ MUTANTS = {
           (max by (job_id, rank) (rate(train_step_seconds_bucket[5m]))
            == on(job_id) max by (job_id) (rate(train_step_seconds_bucket[5m])))
         [30m:5m]) > 4""",
-        "one rank 20% slower", "many-to-one matching must be explicit", at="50m"),
+        "one rank 20% slower in compute", "many-to-one matching must be explicit", at="50m"),
     "comparing step times (with the matching fixed) misses a compute straggler": Mutant(
         "stragglers", "Train_Straggler_Persistent",
         """histogram_quantile(0.5, sum by (job_id, rank, stage, node, le) (rate(train_step_seconds_bucket[5m])))
         / on (job_id) group_left ()
         quantile by (job_id) (0.5, histogram_quantile(0.5, sum by (job_id, rank, le) (rate(train_step_seconds_bucket[5m]))))
         > 1.1""",
-        "one rank 20% slower", "got:[]"),
+        "one rank 20% slower in compute", "got:[]"),
     "the document's explosion rule never fires once a NaN is in its baseline": Mutant(
         "gradients", "Train_GradientExplosion",
         "max by (job_id) (train_grad_norm > 10 * avg_over_time(train_grad_norm[1h]))",

@@ -134,11 +134,13 @@ def test_every_expression_parses_as_promql(cfg):
 @pytest.mark.promtool
 def test_windows_at_their_edges_render_rules_promtool_accepts(tmp_path):
     """A persistence window equal to the rate window once rendered `offset 0s`, which
-    promtool 2.42 refuses (found by `make fuzz`)."""
+    promtool 2.42 refuses (found by `make fuzz`); a straggler spell, window and hold of one
+    evaluation each render ranges promtool accepts too."""
     from obsgen import promtool
 
     data = copy.deepcopy(config.DEFAULTS)
-    data["windows"].update(rate="30m", straggler_persistence="30m")
+    data["windows"].update(rate="30m", straggler_recurrence="30m", straggler="30s",
+                           straggler_spell="30s", straggler_hold="30s", straggler_warmup="30s")
     files = pipeline.render_all(config.Config(data, "(edges)"))
     paths = []
     for rel, text in files.items():
@@ -252,8 +254,8 @@ def test_contract_names_are_written_only_in_contract():
 
 
 NEWEST_MEAN = {
-    "the default family interval of 1m reads the means of the last 1m30s":
-        ({}, "1m30s"),
+    "the default family interval of 30s reads the means of the last 45s":
+        ({}, "45s"),
     "a family every 2m reads the last 3m":
         ({"family_intervals": {"stragglers": "2m"}}, "3m"),
     "a family left at a rule_interval of 30s reads the last 45s":
@@ -267,18 +269,20 @@ NEWEST_MEAN = {
 def test_the_straggler_flag_reads_each_ranks_newest_mean(change, window):
     """The flag reads the busy means as their newest evaluation wrote them: within one and
     a half of the family's intervals, so a record read one evaluation late is still there
-    and an ended one is gone after one more; and flags only the ranks scraped now."""
+    and an ended one is gone after one more; and flags only the ranks scraped within that
+    window (one missed scrape does not end a rank)."""
     data = copy.deepcopy(config.DEFAULTS)
     data.update(change)
     text = pipeline.render_all(config.Config(data, "(test)"))["rules/stragglers.yaml"]
     flag = next(r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"]
-                if r.get("record") == "job_rank:train_straggler:flag5m")
-    reads = re.findall(r"last_over_time\(job_rank:train_busy_seconds:mean5m\[([0-9a-z]+)\]\)", flag)
+                if r.get("record") == "job_rank:train_straggler:flag1m")
+    reads = re.findall(r"last_over_time\(job_rank:train_busy_seconds:mean1m\[([0-9a-z]+)\]\)", flag)
     assert reads == [window] * 3
     # every read of the means goes through the window: an instant read lingers on a
     # ruler that loses staleness markers
-    assert flag.count("job_rank:train_busy_seconds:mean5m") == 3
-    # one join of the compute count, after the threshold, on the flagged ranks only
+    assert flag.count("job_rank:train_busy_seconds:mean1m") == 3
+    # one read of the compute count, after the threshold and the stage's warm-up
     assert flag.count("train_compute_seconds_count") == 1
-    assert re.search(r"> 1\.07\nand on \(job_id, rank, stage, node\) train_compute_seconds_count\n",
+    assert re.search(r"> 1\.07\nand on \(job_id, stage\) job_stage:train_straggler:settled5m\n"
+                     rf"and on \(job_id, rank, stage, node\) present_over_time\(train_compute_seconds_count\[{window}\]\)$",
                      flag)

@@ -55,7 +55,9 @@ def configs(draw) -> dict:
     }))
     cfg["windows"] = draw(st.fixed_dictionaries({}, optional={
         "rate": minutes(2, 8), "progress": minutes(1, 5), "late_arrival": minutes(2, 6),
-        "straggler_persistence": minutes(30, 45), "restart_loop": minutes(40, 90)}))
+        "straggler": minutes(1, 2), "straggler_spell": minutes(2, 5),
+        "straggler_warmup": minutes(3, 8), "straggler_recurrence": minutes(30, 45),
+        "straggler_hold": minutes(8, 14), "restart_loop": minutes(40, 90)}))
     cfg["alerts"] = draw(st.dictionaries(st.sampled_from(
         ["Train_Straggler_Persistent", "Train_RankFailed", "Train_GradientNonFinite",
          "Train_Bubble_Excess"]), st.fixed_dictionaries({"for": minutes(1, 5)}), max_size=2))

@@ -90,9 +90,9 @@ def test_a_profile_with_one_duration_off_is_refused_with_its_path(tmp_path):
 
 
 @pytest.mark.parametrize("intervals, offending", [
-    ({"nccl": "2s"}, "family_intervals.nccl: 2s is the default 60s divided by 30, not 60"),
+    ({"nccl": "2s"}, "family_intervals.nccl: 2s is the default 30s divided by 15, not 60"),
     ({"ranks": "1s"}, "family_intervals.ranks: 1s is the default 0s"),
-    (None, "family_intervals.nccl: 0s is the default 60s"),
+    (None, "family_intervals.nccl: 0s is the default 30s"),
 ], ids=["a family interval off", "an interval for a family that has none", "no family intervals"])
 def test_a_profile_with_other_family_intervals_is_refused(tmp_path, intervals, offending):
     doc = yaml.safe_load(PROFILE.read_text())

@@ -11,22 +11,24 @@ nobody. Alignment needs the files of every rank of a communicator: one node's ra
 for node-local groups (TP within a node), a shared filesystem for groups across nodes.
 
 A rank that is last in more than ``thresholds.late_arrival_fraction`` (nine tenths) of
-its group's aligned collectives over ``windows.late_arrival`` (3 minutes), for a minute,
-is the persistent straggler the StragglAR paper describes: the whole group runs at its
-pace. It arrives last in nearly every collective, whether it is 10% or 50% slower, since
-the order is what counts. Chance gives each of n equally fast ranks 1/n, and healthy GPUs
-that differ a little move that: with 3% noise per collective, of two GPUs 4% apart (as
-healthy GPUs within 2% of nominal can be) the slower is last in about 83% of a two-rank
-group's collectives, where a rank 10% slower is last in 99%. Three quarters would name
-healthy GPUs of two-rank TP groups. Fewer than ``late_arrival_min_collectives`` aligned
+its group's aligned collectives over ``windows.late_arrival`` (1m) is *late*: the
+persistent straggler the StragglAR paper describes, whose group runs at its pace. It
+arrives last in nearly every collective, whether it is 10% or 50% slower, since the order
+is what counts. Chance gives each of n equally fast ranks 1/n, and healthy GPUs that
+differ a little move that: with 3% noise per collective, of two GPUs 4% apart (as healthy
+GPUs within 2% of nominal can be) the slower is last in about 83% of a two-rank group's
+collectives, where a rank 10% slower is last in 99%. Three quarters would name healthy
+GPUs of two-rank TP groups. Fewer than ``late_arrival_min_collectives`` aligned
 collectives in the window judge nobody.
 
-**A last arrival that moves follows the workload.** A slowness that dwells on one rank
-for a few minutes cannot be told from a persistent straggler until it moves; once a
-rank of the group kind was late within ``windows.straggler_persistence`` and is on time
-again (while still taking part), the alert is withheld for the job's groups of that
-kind: it fires for the first rank a rotating slowness dwells on, never after it moves
-(Train_Straggler_Transient speaks for the workload).
+**A page means a fault, not a spell** (obsgen/alerts/persistence.py, as for busy time): a
+kind of group is judged once its alignment has run through ``windows.straggler_warmup``
+after a start or a restart (a rank that warms up last arrives last); a rank pages once it
+was late at every evaluation for ``windows.straggler_spell`` and what the window remembers
+of a spell (the flag needs nearly all of the window late, so a few seconds: the span is
+rounded up to an evaluation); the page holds for ``windows.straggler_hold`` through quiet
+spells, an exporter restart or a restart on the same hosts. A last arrival that moves on
+before a spell ends names nobody (Train_Straggler_Transient speaks for the workload).
 
 Ranks late at the same TP, CP or EP position in at least half of the stage's groups of
 that kind (and in two or more), or that busy time shows as such a pattern, follow the
@@ -40,11 +42,11 @@ The exporter counts per rank and group, every op of the group together, and labe
 counters with the host the rank's records name; a rank moved to another host starts a
 new series there, judged on its own collectives.
 
-Detection latency: a rank that starts arriving last in every collective crosses nine
-tenths of the window after 2.7 minutes at most (sooner where it was already last in some
-before), and fires a minute later; the rate extrapolation and the scrape add under a
-minute (``python -m tests.promtool.latency``). The minute lets every rank of a
-mesh pattern cross (they start from different shares) before one is named alone.
+Detection latency: a rank that starts arriving last in every collective is late once
+nine tenths of the window are behind the onset (under a minute) and pages 3.5 minutes
+later: about 5 minutes after the onset (``python -m tests.promtool.latency``,
+benchmarks/DETECTION.md). While Train_Straggler_Persistent fires for the same rank,
+Alertmanager suppresses this alert: one fault, two signals.
 
 ## Train_Straggler_LateArrival
 
@@ -61,10 +63,14 @@ Check first:
 """
 from __future__ import annotations
 
-from ..model import Alert, Family, Record, expr
+import math
+
+from ..config import duration, group_interval, seconds
+from ..model import Alert, Family, Inhibit, Record, expr
 from ..contract import L, M, R
 from ..promql import Ctx
-from .stragglers import mesh_pattern
+from . import persistence
+from .stragglers import EFFECTS, mesh_pattern
 
 NAME = "nccl"
 REQUIRES = ("stragglers",)  # reads its mesh facts and pattern record (Train_Straggler_Mapping's ranks)
@@ -74,11 +80,13 @@ def build(c: Ctx) -> Family:
     # the exporter names the host of each rank's records on its alignment counters, so the
     # ratio carries it and the alert needs no join over every rank to say where a rank runs
     rank_group = (L.job_id, L.rank, L.group, L.node)
+    kind = (L.job_id, L.group)
     window = c.w("late_arrival")
-    ratio = c.r(R.late_arrival_ratio)
+    every = seconds(group_interval(c.cfg, NAME) or "1m")
+    ratio, flag = c.r(R.late_arrival_ratio), c.r(R.late_arrival_flag)
+    settled = c.r(R.late_arrival_settled)
     where = ("rank %s{{ with $labels.%s }} (node {{ . }}){{ end }}"
              % (c.tl(L.rank), c.l(L.node)))
-    persist = c.w("straggler_persistence")
     rules = (
         Record(c.rname(R.late_arrival_ratio), expr(f"""
             sum {c.by(*rank_group)} (increase({c.m(M.nccl_collective_last_arrival_total)}[{window}]))
@@ -88,47 +96,63 @@ def build(c: Ctx) -> Family:
               >= {c.t('late_arrival_min_collectives')}
             )
         """)),
+        # The sidecar's alignment runs for the job's groups of a kind: judged once it has
+        # run through the warm-up window (a rank that warms up last arrives last).
+        Record(c.rname(R.late_arrival_ranks), f"count {c.by(*kind)} ({ratio})"),
+        Record(c.rname(R.late_arrival_settled),
+               persistence.settled(c.r(R.late_arrival_ranks), c.w("straggler_warmup"), every)),
         # Recorded for the late ranks only, valued as their share (the alert reads it),
         # not for every rank and group.
         Record(c.rname(R.late_arrival_flag), expr(f"""
             {ratio} > {c.t('late_arrival_fraction')}
+            and {c.on(*kind)} {settled}
         """)),
-        # Late ranks with their positions in the mesh: the same TP, CP or EP position late
+        # Late without a break for longer than a spell and what the window remembers of it.
+        Record(c.rname(R.late_arrival_unbroken), persistence.unbroken(
+            c, flag, settled, rank_group, kind, seconds(c.w("straggler_spell")) + smear(c, every),
+            every)),
+        Record(c.rname(R.late_arrival_held), persistence.held(
+            c, c.r(R.late_arrival_unbroken), c.w("straggler_hold"),
+            f"{c.on(*rank_group)} present_over_time({ratio}[{duration(1.5 * every)}])",
+            f"{c.on(*kind)} {c.r(R.late_arrival_ranks)}")),
+        # Held ranks with their positions in the mesh: the same TP, CP or EP position late
         # in the stage's groups follows the mesh (Train_Straggler_Mapping), not a GPU.
         Record(c.rname(R.late_arrival_positions), expr(f"""
             max {c.by(L.job_id, L.rank, L.stage, L.tp_rank, L.cp_rank, L.ep_rank)} (
               {c.r(R.rank_place)}
-              and {c.on(L.job_id, L.rank)} {c.r(R.late_arrival_flag)}
+              and {c.on(L.job_id, L.rank)} {c.r(R.late_arrival_held)}
             )
         """)),
         Record(c.rname(R.late_arrival_pattern), expr(mesh_pattern(c, c.r(R.late_arrival_positions)))),
-        # Ranks late in the window that are on time now and still take part (a rank that
-        # moved host is late on its new host: it has not recovered).
-        Record(c.rname(R.late_arrival_recovered), expr(f"""
-            count {c.by(L.job_id, L.group)} (
-              max {c.by(L.job_id, L.rank, L.group)} (max_over_time({c.r(R.late_arrival_flag)}[{persist}]))
-              and {c.on(L.job_id, L.rank, L.group)} {ratio}
-              unless {c.on(L.job_id, L.rank, L.group)} {c.r(R.late_arrival_flag)}
-            )
-        """)),
         Alert(
             name="Train_Straggler_LateArrival",
+            inhibits=(Inhibit(EFFECTS),),
             expr=expr(f"""
-                {c.r(R.late_arrival_flag)}
-                unless {c.on(L.job_id, L.group)} {c.r(R.late_arrival_recovered)}
+                {c.r(R.late_arrival_held)}
                 unless {c.on(L.job_id, L.rank)} {c.r(R.straggler_pattern)}
                 unless {c.on(L.job_id, L.rank)} {c.r(R.late_arrival_pattern)}
             """),
-            for_="1m",
+            for_="0s",
             severity="warning",
             role="platform",
             summary=(f"Rank {c.tl(L.rank)} of job {c.tl(L.job_id)} arrives last in its "
                      f"{c.tl(L.group)} group"),
             description=(
-                f"In job {c.tl(L.job_id)}, {where} was the last rank to enter "
-                f"{{{{ $value | humanizePercentage }}}} of the {c.tl(L.group)} collectives "
-                f"aligned across its communicator in the last {window}. Every other rank of "
-                "the group waited for it each time, so the job runs at its pace."),
+                f"In job {c.tl(L.job_id)}, {where} has been the last rank to enter most of the "
+                f"{c.tl(L.group)} collectives aligned across its communicator without a break "
+                f"for longer than a spell ({{{{ $value | humanizePercentage }}}} of them in its "
+                f"last {window}). Every other rank of the group waited for it each time, so the "
+                "job runs at its pace."),
         ),
     )
     return Family(NAME, __doc__, rules, requires=REQUIRES)
+
+
+def smear(c: Ctx, every: float) -> float:
+    """Seconds a spell's late arrivals stay flagged after it ends, rounded up to whole
+    evaluations: the flag needs nearly all of the window late (in a group of two, a share
+    f of the collectives needs a share 2f - 1 of the window inside the spell, the rest of
+    it late by chance half the time), so it ends when less than that is, (2 - 2f) of the
+    window after the spell."""
+    left = seconds(c.w("late_arrival")) * max(0.0, min(1.0, 2 - 2 * c.cfg["thresholds"]["late_arrival_fraction"]))
+    return every * max(1, math.ceil(left / every - 1e-9))

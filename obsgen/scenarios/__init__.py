@@ -28,7 +28,7 @@ from ..model import Family
 from ..render import MARKER, header
 from . import (checkpoints, fabric, gpus, gradients, nccl, pipeline, progress, ranks, recovery,
                stragglers)
-from .model import Fires, NotStated, Quiet, Scenario, Setting
+from .model import Fires, Holds, NotStated, Quiet, Scenario, Setting
 from .series import SCRAPE, Names, Unstatable, input_series, minutes
 
 # family name -> scenarios(Setting) -> [Scenario | NotStated]. Add a family here.
@@ -191,7 +191,8 @@ def test_file(family: str, rule_files: list[str], order: list[str], read: set[st
             continue
         tests.append({"name": item.sentence, "interval": f"{SCRAPE}s",
                       "input_series": input_series(item.jobs, item.minutes, read, names),
-                      "promql_expr_test": checks(item, names, by_name)})
+                      "promql_expr_test": checks(item, names, by_name,
+                                                 group_interval(cfg, family) or f"{SCRAPE}s")})
     # every group at the family's own interval, as it runs (its facts groups as often)
     doc = {"rule_files": rule_files,
            "evaluation_interval": group_interval(cfg, family) or f"{SCRAPE}s",
@@ -202,7 +203,8 @@ def test_file(family: str, rule_files: list[str], order: list[str], read: set[st
     return header(f"obsgen/scenarios/{family}.py") + notes + body
 
 
-def checks(item: Scenario, names: Names, by_name: dict[str, Family]) -> list[dict]:
+def checks(item: Scenario, names: Names, by_name: dict[str, Family], every: str) -> list[dict]:
+    from ..config import seconds
     out = []
     for e in item.expects:
         alert = _alert_name(e.alert, by_name)
@@ -221,6 +223,19 @@ def checks(item: Scenario, names: Names, by_name: dict[str, Family]) -> list[dic
                         "eval_time": minutes(e.onset + e.within),
                         "exp_samples": [{"labels": _labels(names.labelset(ls)), "value": 1}
                                         for ls in e.labels]})
+        elif isinstance(e, Holds):
+            # every evaluation from start to end: a range of whole intervals less half of
+            # one holds that many of them on Prometheus 2 and 3 alike
+            step = seconds(every) / 60
+            n = int(round((e.end - e.start) / step)) + 1
+            keys = sorted({names.label(k) for k in e.labels})
+            sel = ", ".join(f'{names.label(k)}="{v}"' for k, v in sorted(e.labels.items()))
+            held = f'ALERTS{{alertname="{alert}", alertstate="firing", {sel}}}'
+            out.append({"expr": f"max by (alertname, {', '.join(keys)}) "
+                                f"(count_over_time({held}[{minutes(n * step - step / 2)}]) >= bool {n})",
+                        "eval_time": minutes(e.end),
+                        "exp_samples": [{"labels": _labels(
+                            {**names.labelset(e.labels), "alertname": alert}), "value": 1}]})
     return out
 
 

@@ -6,7 +6,9 @@ the rendered rules, so they hold whatever the alert's annotations print:
 - ``Fires``: from ``onset`` on, within ``within`` minutes, the alert fires for exactly
   the label sets given (only their keys are compared), and it did not fire before
   ``onset``;
-- ``Quiet``: the alert never fires during the scenario (from ``start`` on).
+- ``Quiet``: the alert never fires during the scenario (from ``start`` on);
+- ``Holds``: from ``start`` to ``end`` the alert fires at every evaluation for the label
+  set given: one episode, never closed and opened again.
 
 ``Setting`` reads what a scenario is sized from out of the config: thresholds, windows,
 each alert's ``for`` and each family's evaluation interval, in minutes.
@@ -32,6 +34,14 @@ class Fires:
 class Quiet:
     alert: str
     start: float = 0.0
+
+
+@dataclass(frozen=True)
+class Holds:
+    alert: str
+    start: float
+    end: float
+    labels: dict[str, str]
 
 
 @dataclass

@@ -1,16 +1,22 @@
-"""Straggler scenarios, sized from ``straggler_ratio``, ``windows.rate``, ``windows.
-straggler_persistence`` and the alerts' ``for``.
+"""Straggler scenarios, sized from ``straggler_ratio``, the straggler windows (``straggler``,
+``straggler_spell``, ``straggler_warmup``, ``straggler_recurrence``, ``straggler_hold``),
+the recurrence and transient costs and the alerts' ``for``.
 
 A slow GPU is three times as far above its stage as the threshold (20% at the default
-7%); a healthy job's ranks differ by at most a seventh of it. A rank is judged once its
-stage has two rate windows behind it, and its mean then crosses the threshold a third of
-a rate window into the slowdown: Persistent fires within one rate window, its ``for``
-and a minute of scrapes and evaluations of the onset.
+7%); a healthy job's ranks differ by at most a seventh of it. A stage is judged once its
+warm-up window is over; a rank's mean crosses the threshold within one window of the
+onset, and it pages once it has straggled without a break for a spell and the window:
+Persistent fires within two windows, a spell, its ``for`` and two evaluations of the
+onset. A spell shorter than ``straggler_spell``, 3x slower, pages nothing; a throttle that
+comes back pages once and holds; slowness that moves on before a spell ends is Transient
+once it costs the job the transient cost.
 """
 from __future__ import annotations
 
-from ..synth import Job, Restart, RotatingSlow, SlowRank
-from .model import Fires, NotStated, Quiet, Scenario, Setting, words
+import math
+
+from ..synth import Job, Recurring, Restart, RotatingSlow, SlowRank
+from .model import Fires, Holds, NotStated, Quiet, Scenario, Setting, words
 
 P, T = "Train_Straggler_Persistent", "Train_Straggler_Transient"
 G, MAP = "Train_Straggler_TPGroup", "Train_Straggler_Mapping"
@@ -19,27 +25,36 @@ MIN = 60.0
 
 
 def scenarios(s: Setting) -> list:
-    r, rate = s.t("straggler_ratio"), s.w("rate")
+    r, window = s.t("straggler_ratio"), s.w("straggler")
+    spell, warmup = s.w("straggler_spell"), s.w("straggler_warmup")
+    recur, hold = s.w("straggler_recurrence"), s.w("straggler_hold")
+    every = s.every("stragglers")
     factor = round(1 + 3 * (r - 1), 3)
     spread = min(0.01, (r - 1) / 7)
     healthy = dict(job_id=JOB, rank_spread=spread, noise=min(0.03, 3 * spread))
-    # warm-up (3m), then the stage's two rate windows, then a minute
-    onset = 3 + 2 * rate + 1 + s.facts("stragglers")
-    within = rate + s.for_(P) + 2 * s.every("stragglers")
-    bound = (f"the rate window ({words(rate)}) + its for ({words(s.for_(P))}) + two "
-             f"evaluations ({words(2 * s.every('stragglers'))})")
+    # the job's own warm-up (3m), the stage's warm-up window, a window and the mesh facts
+    onset = math.ceil(3 + warmup + window + 1 + s.facts("stragglers"))
+    span = math.ceil((spell + window) / every - 1e-9) * every
+    within = 2 * window + span + s.for_(P) + 2 * every
+    bound = (f"two rate windows ({words(2 * window)}), a spell and its window "
+             f"({words(span)}), its for ({words(s.for_(P))}) and two evaluations "
+             f"({words(2 * every)})")
     quiet = [Quiet(a) for a in (P, T, G, MAP) if s.has(a)]
     out: list = [Scenario(
         f"a healthy job (ranks {spread:.1%} apart, warm-up, checkpoints) fires no straggler alert",
         [Job(**healthy)], onset + within + 5, quiet)]
-    # New processes warm up together: judged against each other, never the old median
-    # (a ruler reading records one evaluation late once divided the two).
-    persist = s.w("straggler_persistence")
+    # New processes warm up together: judged against each other, never the old median.
     for gap in (1, 3):
         out.append(Scenario(
             f"a restart with a {words(gap)} gap, new instances and their warm-up fires no "
             "straggler alert", [Job(**healthy, faults=(Restart(at=onset * MIN, gap=gap * MIN),))],
-            onset + persist + s.for_(T) + 2, quiet))
+            onset + warmup + span + s.for_(T) + 10, quiet))
+    blip = round(0.95 * spell, 2)
+    out.append(Scenario(
+        f"one rank 3x slower for {words(blip)}, once (shorter than a spell), fires no "
+        "straggler alert", [Job(**healthy, faults=(SlowRank(rank=5, factor=3.0, start=onset * MIN,
+                                                            end=(onset + blip) * MIN),))],
+        onset + recur + 5, quiet))
     slow = f"one GPU {factor - 1:.0%} slower"
     if factor > 3:
         return out + [NotStated(f"{slow} fires {P}",
@@ -60,24 +75,44 @@ def scenarios(s: Setting) -> list:
             Fires(P, onset, within, ({"job_id": JOB, "rank": str(rank), "stage": str(stage)},),
                   bound),
             *[Quiet(a) for a in (T, G, MAP) if s.has(a)]]))
-    # A straggler that moves on each period: it recovers before Persistent's for ends
-    # only if the period is short enough; count the ranks that straggled and recovered.
-    k = s.t("straggler_transient_ranks")
-    period = max(2.0, round(0.6 * rate * 2) / 2)  # the mean gets 60% of the way up
-    if k > 7 or (k + 1) * period + rate > persist:
-        out.append(NotStated(
-            f"a straggler rotating between ranks fires {T}",
-            f"straggler_transient_ranks {k} ranks rotating every {words(period)} do not all "
-            f"straggle and recover within windows.straggler_persistence ({words(persist)}) "
-            "in an 8-rank job"))
+    # A throttle that comes back: spells a window longer than the unbroken span, quiet
+    # spells shorter than the hold; one alert from the first spell to the last.
+    on = span + window + 1
+    gap = min(hold - 1, 2 * on)
+    if gap < 1:
+        out.append(NotStated(f"a GPU throttled again and again fires {P} once",
+                             f"windows.straggler_hold {words(hold)} leaves no quiet spell between "
+                             "throttles that one alert holds through"))
     else:
-        start = onset
-        end = start + 8 * period
-        within_t = (k + 1) * period + rate + s.for_(T) + 2 * s.every("stragglers")
+        end = onset + 3 * (on + gap)
+        first = onset + within
         out.append(Scenario(
-            f"a rank {factor - 1:.0%} slower rotating every {words(period)} through the ranks "
-            f"fires {T} within {words(within_t)} ({k + 1} periods, the rate window, its for)",
-            [Job(**healthy, faults=(RotatingSlow(factor=factor, period=period * MIN,
-                                                 start=start * MIN, end=end * MIN),))],
-            start + within_t + 2, [Fires(T, start, within_t, ({"job_id": JOB},), "")]))
-    return out
+            f"a GPU 2x slower for {words(on)} in every {words(on + gap)} fires {P} within "
+            f"{bound} and holds it, one alert, until its last spell",
+            [Job(**healthy, faults=(Recurring(rank=3, factor=2.0, on=on * MIN,
+                                              every=(on + gap) * MIN, start=onset * MIN,
+                                              end=end * MIN),))],
+            end + 2, [Fires(P, onset, within, ({"job_id": JOB, "rank": "3"},), bound),
+                      Holds(P, first, end - gap, {"job_id": JOB, "rank": "3"}),
+                      *[Quiet(a) for a in (T, G, MAP) if s.has(a)]]))
+    # A straggler that moves on before a spell ends: the job's cost of it is Transient's.
+    cost, k = s.t("straggler_transient_cost"), s.t("straggler_transient_ranks")
+    moving = round(1 + max(3 * (r - 1), 2 * cost), 3)
+    period = max(2 * every, round(spell / 2 * 2) / 2)
+    if moving > 3 or k > 7 or not s.has(T):
+        return out + [NotStated(
+            f"a straggler rotating between ranks fires {T}",
+            f"straggler_transient_cost {cost:g} or straggler_transient_ranks {k}: a straggler "
+            "up to 3x slower moving through an 8-rank job does not cost that much")]
+    # the cost climbs by (moving - 1) per evaluation of the window, capped like a rank's
+    climb = recur * cost / min(moving - 1, 0.5 * s.t("straggler_recurrence_cost") * recur
+                                / (spell + window))
+    within_t = climb + window + s.for_(T) + 2 * every + 1
+    return out + [Scenario(
+        f"a rank {moving - 1:.0%} slower rotating every {words(period)} through the ranks fires "
+        f"{T} within {words(within_t)} (its cost reaches {cost:g} of the step time, then its "
+        f"for), and never {P}",
+        [Job(**healthy, faults=(RotatingSlow(factor=moving, period=period * MIN,
+                                             start=onset * MIN),))],
+        onset + within_t + 2, [Fires(T, onset, within_t, ({"job_id": JOB},), ""),
+                               *[Quiet(a) for a in (P, G, MAP) if s.has(a)]])]

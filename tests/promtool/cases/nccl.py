@@ -2,7 +2,8 @@
 communicator in 4 collectives per step (the TP groups themselves in the mesh cases).
 Per-collective compute noise of 3% decides the last arrival between equally fast ranks;
 1% persistent differences between ranks."""
-from obsgen.synth import ExporterRestart, Job, NcclExporter, Restart, RotatingSlow, SlowRank
+from obsgen.synth import (ExporterRestart, Job, NcclExporter, Restart, RotatingSlow, SlowRank,
+                          WarmRank)
 
 from ..support import At, Case, Fired, Never
 
@@ -37,11 +38,25 @@ CASES = {
     "minutes too: the order of arrival counts, not by how much": Case(
         [Job(job_id=JOB, nccl=NCCL, faults=(SlowRank(rank=6, factor=1.1, start=30 * MIN),))], 50,
         [Never(LA, end=32), At(35, LA, (late(6, None),)), At(50, LA, (late(6, None),))]),
-    "a last arrival rotating every 5 minutes fires at most for the first rank it dwells on, "
-    "and never once it has moved": Case(
+    "a last arrival rotating every 2 minutes (shorter than a spell) names no rank": Case(
         [Job(job_id=JOB, nccl=NCCL,
-             faults=(RotatingSlow(factor=1.2, period=5 * MIN, start=10 * MIN),))], 75,
-        [Never(LA, start=17)]),
+             faults=(RotatingSlow(factor=1.5, period=2 * MIN, start=10 * MIN),))], 75,
+        [Never(LA)]),
+    "a rank 3x slower for 2.9 minutes, once, is no late arrival: no spell shorter than 3 "
+    "minutes pages on its own": Case(
+        [Job(job_id=JOB, nccl=NCCL,
+             faults=(SlowRank(rank=2, factor=3.0, start=20 * MIN + 17, end=22.9 * MIN + 17),))],
+        45, [Never(LA)]),
+    "a rank 2x slower for 6 minutes is its group's late arrival within 5 minutes, once, and "
+    "resolves within 15 minutes of its end": Case(
+        [Job(job_id=JOB, nccl=NCCL,
+             faults=(SlowRank(rank=2, factor=2.0, start=20 * MIN, end=26 * MIN),))], 50,
+        [Never(LA, end=23), *[At(m, LA, (late(2, None),)) for m in range(25, 38)],
+         Never(LA, start=41)]),
+    "a rank that warms up 5 minutes at 1.5x after a restart is no late arrival": Case(
+        [Job(job_id=JOB, nccl=NCCL,
+             faults=(Restart(at=20 * MIN, gap=3 * MIN, moves=False),
+                     WarmRank(rank=1, factor=1.5, seconds=5 * MIN)))], 45, [Never(LA)]),
     "in a TP2 x PP2 x DP2 job the slow GPU is the late arrival of its own TP pair, named "
     "alone": Case(
         [Job(job_id=JOB, tp=2, pp=2, microbatches=8, reports_mesh=True, nccl=NCCL,
