@@ -54,11 +54,19 @@ SCENARIOS: dict[str, Scenario] = {
         "rank 3 (or the last rank) computes 20% slower from minute 30",
         lambda j: replace(j, faults=(SlowRank(rank=_slow_rank(j), factor=1.2, start=30 * MIN),)),
         30 * MIN),
-    # 12%: each rank straggles about 3 to 8 minutes into its turn (a 1.07 threshold), so the
-    # first has recovered as the second starts to straggle, before it is confirmed persistent.
+    # 2 minutes a turn, shorter than a spell: no rank pages; the job pays a quarter of its
+    # speed to a straggler that moves, Transient's.
     "rotating-straggler": Scenario(
-        "a different rank computes 12% slower every 5 minutes from minute 10",
-        _faults(RotatingSlow(factor=1.12, period=5 * MIN, start=10 * MIN)), 10 * MIN),
+        "a different rank computes 25% slower every 2 minutes from minute 10",
+        _faults(RotatingSlow(factor=1.25, period=2 * MIN, start=10 * MIN)), 10 * MIN),
+    # The other stage idles while the slow GPU's stage holds the pipeline up: its bubble is
+    # the straggler's effect, paged by Prometheus and suppressed by Alertmanager.
+    "pipeline-straggler": Scenario(
+        "p=2 pipeline, m=8: rank 5 (stage 1) computes 20% slower from minute 10, so stage 0 "
+        "idles beyond its bubble",
+        lambda j: replace(j, pp=2, microbatches=8, ranks=max(j.ranks, 4),
+                          faults=(SlowRank(rank=max(j.ranks, 4) - 3, factor=1.2,
+                                           start=10 * MIN),)), 10 * MIN),
     # 5 minutes, not the fixtures' 2: Explosion (for 1m) then fires for 4 model minutes, 4
     # wall seconds at 60x, which leaves Alertmanager's group_wait (0.5 s) time to notify it
     # as firing on a loaded machine; 2 minutes left it a second, and a notification that

@@ -24,11 +24,14 @@ EXPECTED = {
         "megatron", set()),
     "a rank 20% slower in compute fires Persistent for that rank and stage only": (
         "straggler", {alert(P, rank="3", stage="0")}),
-    # A rate window remembers each turn for minutes: the first rank cannot be told from a
-    # persistent straggler until the slowness moves (obsgen/alerts/stragglers.py).
-    "a slow rank rotating every 5 minutes fires Persistent for the first rank it slows, "
-    "until it recovers, then Transient": (
-        "rotating-straggler", {alert(P, rank="0", stage="0"), alert(T)}),
+    # Each turn is shorter than a spell: no rank is paged, the cost of the moving straggler is
+    "a slow rank rotating every 2 minutes fires Transient, never Persistent": (
+        "rotating-straggler", {alert(T)}),
+    # The stage that waits for the straggler's idles: Prometheus fires its bubble alert,
+    # Alertmanager suppresses it while the straggler fires (test_scenarios.py).
+    "a straggler in a pipeline fires Persistent for it and Bubble_Excess for the stage that "
+    "waits": ("pipeline-straggler", {alert(P, rank="5", stage="1"),
+                                     alert("Train_Bubble_Excess", stage="0")}),
     "a 40x gradient spike fires Explosion": ("grad-explosion", {alert("Train_GradientExplosion")}),
     "a NaN gradient norm fires NonFinite for the gradient norm, and no explosion": (
         "nan", {alert("Train_GradientNonFinite", signal="grad_norm")}),

@@ -46,7 +46,8 @@ def test_alertmanager_routes_every_alert_to_its_team_and_severity_receiver(run):
            if status == "firing"}
     for scenario, alerts in EXPECTED.values():
         for name, _ in alerts:
-            if (scenario, name) == ("rank-loss-straggler", P):
+            if (scenario, name) in (("rank-loss-straggler", P),
+                                    ("pipeline-straggler", "Train_Bubble_Excess")):
                 continue  # inhibited, see below
             assert (job_id(scenario), name) in got, f"{name} of {scenario} never notified"
     teams = {labels["team"] for _, _, labels in received}
@@ -63,3 +64,18 @@ def test_rank_failure_inhibits_the_straggler_of_its_job_only(run):
                   and a["labels"]["job_id"] == job]
     assert persistent and all(a["status"]["state"] == "suppressed" and a["status"]["inhibitedBy"]
                               for a in persistent), persistent
+
+
+def test_a_straggler_inhibits_the_bubble_it_causes_in_its_job_only(run):
+    """The other stage's idle time is the straggler's effect: Prometheus fires
+    Train_Bubble_Excess, Alertmanager suppresses it while Train_Straggler_Persistent fires
+    for the job, and notifies only the straggler."""
+    job = job_id("pipeline-straggler")
+    notified = {(labels["job_id"], labels["alertname"]) for _, _, labels in run["received"]}
+    assert (job, P) in notified
+    assert (job, "Train_Bubble_Excess") not in notified
+    assert (job_id("bubble"), "Train_Bubble_Excess") in notified  # no straggler there
+    bubble = [a for a in run["am"] if a["labels"]["alertname"] == "Train_Bubble_Excess"
+              and a["labels"]["job_id"] == job]
+    assert bubble and all(a["status"]["state"] == "suppressed" and a["status"]["inhibitedBy"]
+                          for a in bubble), bubble
