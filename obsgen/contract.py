@@ -619,14 +619,14 @@ RECORDED: dict[str, Recorded] = {
                  "whose group kind has stopped for a restart), valued as its newest flag"),
         Recorded("late_arrival_positions", "job_rank:nccl_late_arrival:positions",
                  ("job_id", "rank", "stage", "tp_rank", "cp_rank", "ep_rank"),
-                 "1 for a held late rank, with its stage and its positions in its TP, CP and "
-                 "EP groups (from its place); no series for any other rank"),
+                 "1 for a late rank (held, or flagged now), with its stage and its positions in "
+                 "its TP, CP and EP groups (from its place); no series for any other rank"),
         Recorded("late_arrival_pattern", "job_rank:nccl_late_arrival:pattern",
                  ("job_id", "rank", "stage", "tp_rank", "cp_rank", "ep_rank", "mesh_axis",
                   "mesh_position"),
-                 "1 for a held late rank at a position of a kind of group whose rank there is "
-                 "held in at least the pattern share of the stage's groups of that kind, and "
-                 "in two or more"),
+                 "1 for a late rank at a position of a kind of group whose rank there is late "
+                 "in at least the pattern share of the stage's groups of that kind, and in "
+                 "two or more"),
     )
 }
 

@@ -102,6 +102,9 @@ rank that is slow step after step, or that keeps coming back, is almost always h
 or placement: a throttled or degraded GPU, a bad NVLink, CPU affinity, a noisy neighbour
 on the host. The alert holds 12 minutes after the rank was last slow.
 
+Fires after the fault, with the default windows: 4.5 to 5 min for a 20% slower GPU (p95
+5.0 on 25 meshes), 5 min for 10%; a recurring throttle by its third spell.
+
 Check first:
 1. The GPU of that rank in DCGM: clocks and throttle reasons (thermal, power), XID and ECC errors, SM-active against its peers.
 2. Whether the slowness follows the host: other jobs' ranks on the same node, the node's NIC and CPU load; a controlled swap of the rank to another node settles hardware against workload.
@@ -117,6 +120,8 @@ the slowness starts cannot be told. They are one alert for the pipeline (named b
 first rank, ``pp_group``) that lists the TP groups (each named by its lowest rank), never
 one alert per rank or per group. Where the ranks report their wait,
 Train_Straggler_Persistent names the GPU itself instead.
+
+Fires after the fault, with the default windows: as Persistent.
 
 Check first:
 1. The GPUs of the group's ranks in DCGM (the overview's slowest-ranks table lists them with their TP position): clocks, throttle reasons, XID and ECC errors; the slow one differs from its peers.
@@ -134,6 +139,8 @@ alert goes to the workload team instead of one Persistent alert per GPU to the p
 team. Two GPUs of a stage that holds only two groups can be slow at the same position
 by chance: check them too (step 3).
 
+Fires after the fault, with the default windows: 4.5 to 5 min.
+
 Check first:
 1. What that position does that the others do not: uneven layer or vocabulary partitioning (a TP rank holding a larger shard of the embedding or the output layer), an expert slot that receives more tokens (routing imbalance pinned to one EP position), a CP rank holding a longer sequence chunk.
 2. The placement: whether that position lands on the same GPU slot, PCIe switch, NIC or NUMA node of every host (the rank-to-GPU order of the launcher, CUDA_VISIBLE_DEVICES, the NCCL topology); a slot behind a slower link makes that position slow everywhere.
@@ -147,6 +154,9 @@ again and again: the stragglers that moved between at least two ranks cost the j
 window. A straggler that moves between ranks follows the workload, not the hardware. A
 single short spell, or a few, cost too little to page.
 
+Fires after the fault, with the default windows: 35 to 40 min after a moving slowness
+costing a fifth of the speed starts.
+
 Check first:
 1. The data pipeline: dataloader workers, prefetch depth, storage read latency, uneven sequence lengths or packing between batches.
 2. Routing balance in MoE models: tokens per expert and capacity-factor overflow on the ranks that straggled.
@@ -154,6 +164,8 @@ Check first:
 """
 
 from __future__ import annotations
+
+import math
 
 from ..config import duration, group_interval, seconds
 from ..model import Alert, Family, Inhibit, Record, expr
@@ -196,7 +208,10 @@ def build(c: Ctx) -> Family:
                   c.l(L.pp_group), c.l(L.pp_group), c.l(L.tp_group)))
     top = f"topk {c.by(*stage)} (1, {cost})"
     evaluations = number(round(seconds(recur) / every))  # of the recurrence window
-    moving = (f"({c.r(R.straggler_excess)} unless {c.on(*rank)} "
+    # a rank's excess once it can no longer turn into an unbroken page: a spell, the window
+    # and an evaluation old, of the ranks not paged in the recurrence window
+    settle = math.ceil((seconds(c.w("straggler_spell")) + seconds(window)) / every - 1e-9) * every + every
+    moving = (f"({c.r(R.straggler_excess)} offset {duration(settle)} unless {c.on(*rank)} "
               f"last_over_time({c.r(R.straggler_page)}[{recur}]))")
     rules = (
         # Busy time: compute minus the wait inside it, where the rank reports its wait;
@@ -315,8 +330,9 @@ def build(c: Ctx) -> Family:
             {c.r(R.rank_place, extra=(f'{c.l(L.reports_wait)}="true"',))}
         """)),
         Record(c.rname(R.straggler_pattern), expr(mesh_pattern(c, c.r(R.straggler_positions)))),
-        # Slowness that moves: what the job's stragglers cost it now, of the ranks not paged
-        # in the window (a GPU paged and since fixed is not slowness that moves): the largest
+        # Slowness that moves: what the job's stragglers cost it, of the ranks not paged in
+        # the window (a GPU paged and since fixed is not slowness that moves), read a spell
+        # and a window late (the first minutes of a GPU that then pages are not): the largest
         # excess of each data-parallel replica, summed over the replicas. Summed, as a
         # window that holds two moves shares their cost between two ranks; one per replica,
         # as a slow GPU holds its TP group and pipeline where they report no wait, and noise

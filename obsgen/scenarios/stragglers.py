@@ -107,7 +107,8 @@ def scenarios(s: Setting) -> list:
     # the cost climbs by (moving - 1) per evaluation of the window, capped like a rank's
     climb = recur * cost / min(moving - 1, 0.5 * s.t("straggler_recurrence_cost") * recur
                                 / (spell + window))
-    within_t = climb + window + s.for_(T) + 2 * every + 1
+    # the cost is read a spell and a window late (the first minutes of a GPU that pages)
+    within_t = climb + span + every + window + s.for_(T) + 2 * every + 1
     return out + [Scenario(
         f"a rank {moving - 1:.0%} slower rotating every {words(period)} through the ranks fires "
         f"{T} within {words(within_t)} (its cost reaches {cost:g} of the step time, then its "

@@ -62,10 +62,10 @@ SCENARIOS: dict[str, Scenario] = {
     # The other stage idles while the slow GPU's stage holds the pipeline up: its bubble is
     # the straggler's effect, paged by Prometheus and suppressed by Alertmanager.
     "pipeline-straggler": Scenario(
-        "p=2 pipeline, m=8: rank 5 (stage 1) computes 20% slower from minute 10, so stage 0 "
+        "p=2 pipeline, m=8: rank 5 (stage 1) computes 2x slower from minute 10, so stage 0 "
         "idles beyond its bubble",
         lambda j: replace(j, pp=2, microbatches=8, ranks=max(j.ranks, 4),
-                          faults=(SlowRank(rank=max(j.ranks, 4) - 3, factor=1.2,
+                          faults=(SlowRank(rank=max(j.ranks, 4) - 3, factor=2.0,
                                            start=10 * MIN),)), 10 * MIN),
     # 5 minutes, not the fixtures' 2: Explosion (for 1m) then fires for 4 model minutes, 4
     # wall seconds at 60x, which leaves Alertmanager's group_wait (0.5 s) time to notify it

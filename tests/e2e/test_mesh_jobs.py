@@ -20,9 +20,14 @@ import time
 
 import pytest
 
+from obsgen import config, contract, registry
+
 from . import harness
 
 P = "Train_Straggler_Persistent"
+# each rank's busy time as the rules record it, in the e2e profile's window
+BUSY = contract.RECORDED["busy_mean"].name.format(
+    **config.load(harness.PROFILE, alert_names=registry.alert_names())["windows"])
 SLOW, RANKS = "3", 4
 JOBS = {  # mesh -> (arguments, the peer that waits for the slow GPU)
     "tp2-dp2": (["--tp", "2"], "2"),
@@ -109,7 +114,7 @@ def test_its_peer_waits_for_it_in_compute_but_its_busy_time_is_its_own(stack, jo
     window = "10s"
     compute = per_rank(stack, f"sum by (rank) (rate(train_compute_seconds_sum{sel}[{window}])) / "
                               f"sum by (rank) (rate(train_compute_seconds_count{sel}[{window}]))")
-    busy = per_rank(stack, f'job_rank:train_busy_seconds:mean5s{sel}')
+    busy = per_rank(stack, BUSY + sel)
     peer = job["peer"]
     assert len(compute) == len(busy) == RANKS, (compute, busy)
     # compute alone would name the peer too (what the straggler rules read before)

@@ -116,10 +116,10 @@ CASES = {
         60, [Never(P, end=23), *always(P, 25, 37, (place(3),)), Never(P, start=41),
              Never(T), Never(G), Never(MAP)]),
     "contention moving to a random rank every 30 s, 19% slower (a fifth of the job's speed), "
-    "fires Transient within 35 minutes, once, and never Persistent": Case(
+    "fires Transient within 40 minutes, once, and never Persistent": Case(
         [Job(job_id=JOB, faults=(MovingSlow(factor=1.19, period=30, start=10 * MIN, seed=3),))],
-        70, [Never(P), Never(G), Never(MAP), Never(T, end=25),
-             *always(T, 45, 70, (Fired({"job_id": JOB}, None),), every=2.5)]),
+        75, [Never(P), Never(G), Never(MAP), Never(T, end=30),
+             *always(T, 50, 75, (Fired({"job_id": JOB}, None),), every=2.5)]),
     "contention moving to a random rank every 30 s, 8% slower, costs the job too little to "
     "page": Case(
         [Job(job_id=JOB, faults=(MovingSlow(factor=1.08, period=30, start=10 * MIN, seed=4),))],
@@ -209,8 +209,8 @@ CASES = {
     "Persistent: the job's cost of the moving straggler, a quarter of its step time": Case(
         [Job(job_id=JOB, faults=(RotatingSlow(factor=1.25, period=2 * MIN, start=10 * MIN,
                                               end=50 * MIN),))], 60,
-        [Never(P), Never(T, end=25), *always(T, 35, 55, (Fired({"job_id": JOB}, None),),
-                                             every=2.5)]),
+        [Never(P), Never(T, end=27.5), *always(T, 40, 55, (Fired({"job_id": JOB}, None),),
+                                               every=2.5)]),
     "a pipeline stage that computes 30% more than the others is not a straggler": Case(
         [Job(job_id=JOB, pp=4, microbatches=16, stage_compute=(1.0, 1.0, 1.0, 1.3))], 60,
         [Never(P), Never(T)]),
