@@ -16,6 +16,11 @@ default config) on the case's scrapes (every 30 s) at the families' own interval
 ``family_intervals``, the same for both), and the firing straggler alerts at each
 evaluation are read from its output.
 
+Then what real clusters do (``benchmarks.behaviours``: blips, moving contention,
+restarts and warm-up, recurring throttles, missed scrapes, a missing wait metric) and a
+24-hour soak of a 256-rank job with all of it mixed in and a few faults
+(``benchmarks.soak``): false pages per job-day, misroutes, episodes per fault.
+
 Scores: a case with a slow GPU is *detected* when a straggler alert points at it within
 ``DEADLINE`` minutes of the onset (Persistent for its rank, or TPGroup for its TP group),
 and *localized* when the first straggler alert to fire names its rank alone. An alert is
@@ -223,7 +228,7 @@ def evaluate(job: Job | list[Job], start: float, end: float) -> dict[float, set[
         got = block.split("got:", 1)[1] if "got:" in block else ""
         for labels in _LABELS.findall(got):
             pairs = tuple(sorted((k, v) for k, v in re.findall(r'(\w+)="([^"]*)"', labels)
-                                 if k in ("rank", "tp_group", "job_id", "stage", "mesh_axis",
+                                 if k in ("rank", "tp_group", "pp_group", "job_id", "stage", "mesh_axis",
                                           "mesh_position")))
             fired.setdefault(_minutes(head.group(2)), set()).add((head.group(1), pairs))
     return fired
@@ -359,14 +364,68 @@ def report(inj: list, pat: list, ok: list, s: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def episodes_and_misroutes(inj: list) -> tuple[int, int]:
+    """The most episodes of one alert that points at a case's slow GPU (a fault must give
+    one), and the alerts routed to the workload team for it (misroutes)."""
+    from .behaviours import WORKLOAD, episodes
+    most = misroutes = 0
+    for r, job in inj:
+        runs = episodes(r.fired)
+        most = max([most] + [len(v) for a, v in runs.items() if r.points_at_slow(a, job)])
+        misroutes += sum(1 for a in runs if a[0] in WORKLOAD)
+    return most, misroutes
+
+
+def realism(inj: list, quick: bool, hours: float) -> list[str]:
+    """The targets of what real clusters do (benchmarks/behaviours.py) and of the long soak
+    (benchmarks/soak.py), with their tables."""
+    from . import behaviours, soak
+    outcomes = behaviours.run(log=lambda line: print(line, flush=True))
+    if quick:
+        outcomes = outcomes[:12]
+    day = soak.run(hours, log=lambda line: print(line, flush=True))
+    most, mis = episodes_and_misroutes(inj)
+    b_false = sum(o.false() for o in outcomes if o.case.fault is None)
+    b_mis = sum(o.misroutes() for o in outcomes)
+    b_bad = [o for o in outcomes if o.verdict() != "ok"]
+    b_most = max((o.most_episodes() for o in outcomes), default=0)
+    ok = lambda cond: "met" if cond else "**missed**"  # noqa: E731
+    benign = sum(1 for o in outcomes if o.case.fault is None)
+    lines = [
+        "", "## What real clusters do: benign noise, moving slowness, recurrence, restarts", "",
+        "`benchmarks/behaviours.py` (cases) and `benchmarks/soak.py` (the long soak). A false "
+        "page is an alert that points at no fault; a misroute is a hardware fault paged to the "
+        "workload team, or slowness that moves paged to the platform team; an episode is one "
+        "alert firing from its start to its end.", "",
+        "| target | value | |", "|---|---:|---|",
+        f"| 0 false pages per job-day in the soak ({soak.RANKS} ranks, {hours:g} model hours) | "
+        f"{len(day.false_pages()) / (hours / 24):.2f} | {ok(not day.false_pages())} |",
+        f"| 0 false pages on {benign} benign cases | {b_false} | {ok(b_false == 0)} |",
+        f"| 0 misroutes (slow GPUs above, the cases below, the soak) | "
+        f"{mis + b_mis + len(day.misroutes())} | {ok(mis + b_mis + len(day.misroutes()) == 0)} |",
+        f"| 1 episode per alert per fault (most seen) | "
+        f"{max(most, b_most, max((sum(1 for x, _, _ in e if x == a) for e in day.matched().values() for a, _, _ in e), default=0))} | "
+        f"{ok(max(most, b_most) <= 1)} |",
+        f"| every case as stated (below) | {len(outcomes) - len(b_bad)}/{len(outcomes)} | "
+        f"{ok(not b_bad)} |", "",
+        "### Cases", "",
+        *behaviours.table(outcomes), "",
+        f"### The soak: one {soak.RANKS}-rank job, {hours:g} model hours", "",
+        *soak.report(day)]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="a few cases, printed, nothing written")
+    p.add_argument("--soak-hours", type=float, default=24.0,
+                   help="model hours of the long soak (default 24; --quick: 2)")
     args = p.parse_args(argv)
     t0 = time.monotonic()
     inj, pat, ok = run(args.quick)
     s = scores(inj, pat, ok)
-    text = report(inj, pat, ok, s)
+    text = report(inj, pat, ok, s) + "\n".join(
+        realism(inj, args.quick, 2.0 if args.quick else args.soak_hours)) + "\n"
     if args.quick:
         print(text)
     else:
