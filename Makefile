@@ -8,14 +8,15 @@ STAMP  := $(VENV)/.installed
 E2E_STAMP := $(VENV)/.installed-e2e
 BENCH_STAMP := $(VENV)/.installed-bench
 DOCS_STAMP := $(VENV)/.installed-docs
+DIST_STAMP := $(VENV)/.installed-dist
 TOOLS  := promtool vmalert amtool
 E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager victoria-metrics
 
 .DEFAULT_GOAL := help
-.PHONY: help render check test docs e2e bench bench-scale bench-quick detect lint fuzz fixtures golden tools e2e-tools clean
+.PHONY: help render check test docs dist e2e bench bench-scale bench-quick detect lint fuzz fixtures golden tools e2e-tools clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "obsgen needs Python >= 3.11")'
@@ -25,7 +26,7 @@ $(STAMP): pyproject.toml
 
 # torch (CPU wheel, pinned in the torch extra) only for e2e and bench: make test stays light.
 $(E2E_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,torch]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,torch,dist]'
 	@touch $@
 
 render: $(STAMP) tools ## render rules/ and docs/ from the definitions and obsgen.yaml (if present)
@@ -42,6 +43,15 @@ e2e-tools: ## install prometheus, prometheus-alertmanager and victoria-metrics w
 
 test: $(STAMP) tools check docs ## staleness check, docs build, unit tests, promtool checks and fixtures
 	$(BIN)/pytest -q
+
+# build (pinned in the dist extra) only for the wheel and the sdist.
+$(DIST_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,dist]'
+	@touch $@
+
+dist: $(DIST_STAMP) ## build the wheel and the sdist into dist/: pip install dist/obsgen-*.whl in your repository
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
 
 # mkdocs and the Material theme (pinned in the docs extra) only for the docs site.
 $(DOCS_STAMP): $(STAMP)
@@ -82,11 +92,11 @@ bench: $(BENCH_STAMP) e2e-tools ## benchmarks: NCCL sidecar parse rate, instrume
 bench-scale: $(BENCH_STAMP) e2e-tools ## only the scale benchmark: benchmarks/RESULTS.md and scale.png
 	$(BIN)/python -m benchmarks.scale
 
-detect: $(STAMP) tools ## straggler injection benchmark: localization, precision, recall, latency on real meshes (benchmarks/DETECTION.md, ~15 min)
+detect: $(STAMP) tools ## straggler detection: localization, latency, benign behaviours, a 24-hour soak, misroutes, episodes (benchmarks/DETECTION.md, ~15 min)
 	$(BIN)/python -m benchmarks.detect
 
 bench-quick: $(STAMP) e2e-tools ## the scale benchmark at 256 ranks (< 3 min; make e2e runs it)
 	$(BIN)/python -m benchmarks.scale --quick
 
 clean: ## remove the virtual environment and caches
-	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info dist
