@@ -1,4 +1,4 @@
-"""Command line: obsgen render | check | test | plan | nccl-exporter | simulate.
+"""Command line: obsgen init | render | check | test | plan | nccl-exporter | simulate.
 
 Exit codes: 0 success, 1 stale files or failing tests, 2 bad input (config, usage) or a
 missing tool. Errors are one line each on stderr; nothing is written on error.
@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import config, output, pipeline, promtool, registry, scenarios, targets, userfile
+from . import config, output, passes, pipeline, promtool, registry, scenarios, targets, userfile
 from .nccl import exporter as nccl_exporter
 from .passes import DefinitionError
 from .scenarios.boundaries import TOLERANCE
@@ -26,12 +26,47 @@ def _load(args) -> config.Config:
     return cfg
 
 
+STARTERS = ("default", "megatron", "kubernetes", "slurm")
+
+
+def starter(preset: str) -> str:
+    """The commented obsgen.yaml of a starter (obsgen/starters/<preset>.yaml)."""
+    from importlib import resources
+    return resources.files("obsgen").joinpath("starters", f"{preset}.yaml").read_text()
+
+
+def cmd_init(args) -> int:
+    path = Path(args.config)
+    if path.exists() and not args.force:
+        print(f"obsgen: {path}: exists; not overwriting it (--force replaces it)", file=sys.stderr)
+        return 2
+    text = starter(args.preset)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"wrote {path} ({args.preset}); next: obsgen render --config {path}")
+    return 0
+
+
+def _init_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", choices=STARTERS, default="default",
+                   help="the starting point (default: default)")
+    p.add_argument("--config", default="obsgen.yaml", help="file to write (default: obsgen.yaml)")
+    p.add_argument("--force", action="store_true", help="replace an existing file")
+
+
 def cmd_render(args) -> int:
     cfg = _load(args)
     userfile.check_output_dir(args.out, "--out")
     files = pipeline.render_all(cfg)
     pipeline.validate(files, cfg)  # promtool and schema checks before anything is written
-    plan = output.write(files, Path(args.out), owned=scenarios.owned(cfg))
+    try:
+        plan = output.write(files, Path(args.out), owned=pipeline.owned(cfg))
+    except FileExistsError as exc:
+        docs = cfg["docs"]["path"].strip("/")
+        if f"/{docs}/" in f"/{exc}".replace(str(Path(args.out)), ""):
+            raise FileExistsError(f"{exc} (docs.path in the config renders the reference docs "
+                                  "into another folder; docs.enabled: false skips them)") from None
+        raise
     for rel in plan.create:
         print(f"created {rel}")
     for rel in plan.update:
@@ -40,6 +75,10 @@ def cmd_render(args) -> int:
         print(f"removed {rel} (no longer generated)")
     if not plan.stale:
         print(f"{len(files)} files up to date")
+    if not passes.runbook_url(cfg, "X"):
+        print("note: links.base_url is not set, so the alerts carry a runbook annotation (where "
+              "the runbook is rendered, and its first checks) instead of a runbook_url",
+              file=sys.stderr)
     return 0
 
 
@@ -53,7 +92,7 @@ def cmd_check(args) -> int:
             for rel in output.recover(out):
                 print(f"rolled back {rel} (an interrupted render left it half-written)",
                       file=sys.stderr)
-    plan = output.plan(files, out, scenarios.owned(cfg))
+    plan = output.plan(files, out, pipeline.owned(cfg))
     problems = ([f"{r}: missing" for r in plan.create] +
                 [f"{r}: stale (differs from what obsgen renders)" for r in plan.update] +
                 [f"{r}: stale (obsgen no longer generates it)" for r in plan.remove] +
@@ -62,10 +101,16 @@ def cmd_check(args) -> int:
     for line in problems:
         print(line, file=sys.stderr)
     if problems:
-        print("run `make render` (or `obsgen render`) and commit the result", file=sys.stderr)
+        print(f"run `obsgen render{_args_text(args)}` and commit the result", file=sys.stderr)
         return 1
     print(f"{len(files)} generated files up to date")
     return 0
+
+
+def _args_text(args) -> str:
+    """The --config and --out a user ran check with, to repeat for render."""
+    return "".join(f" --{k} {v}" for k, v in (("config", args.config), ("out", args.out))
+                   if v and v != ".")
 
 
 def cmd_test(args) -> int:
@@ -170,24 +215,79 @@ def _test_args(p: argparse.ArgumentParser) -> None:
                    "an interval late, and both: the same outcomes")
 
 
-# name -> (help, add arguments, handler). Add a subcommand here.
+# name -> (help, add arguments, handler, description with examples). Add a subcommand here.
 COMMANDS = {
-    "render": ("render every generated file into --out", _common, cmd_render),
-    "check": ("fail when generated files under --out are stale", _common, cmd_check),
-    "test": ("promtool check and test the rendered rules", _test_args, cmd_test),
-    "plan": ("series a job of N ranks creates, to size Prometheus", _plan_args, cmd_plan),
+    "init": ("write a commented obsgen.yaml to start from", _init_args, cmd_init, """
+Write a starter obsgen.yaml into your repository: the keys a setup of that kind sets,
+each with a comment. default: obsgen.instrument, dcgm-exporter and node_exporter under
+their own names; megatron: a Megatron-LM job (obsgen.instrument beside Megatron's
+OpenTelemetry metrics); kubernetes: kube-prometheus-stack (PrometheusRule resources,
+dashboard ConfigMaps); slurm: Slurm or bare metal (file service discovery).
+
+examples:
+  obsgen init                       # obsgen.yaml with the defaults, commented
+  obsgen init --preset megatron && obsgen render && obsgen test
+"""),
+    "render": ("render every generated file into --out", _common, cmd_render, """
+Render the rules (rules/), dashboards (dashboards/), Alertmanager routing (alertmanager/),
+reference docs and runbooks (docs/) and the promtool scenarios of your config
+(tests/promtool/) into --out, writing only what changed. Commit what it writes.
+
+examples:
+  obsgen render                                # obsgen.yaml in this folder, into .
+  obsgen render --config obsgen.yaml --out deploy/observability
+"""),
+    "check": ("fail when generated files under --out are stale", _common, cmd_check, """
+Exit 1 when a generated file under --out is missing, differs from what obsgen renders,
+or is no longer generated: run it in CI beside obsgen test.
+
+example:
+  obsgen check --config obsgen.yaml
+"""),
+    "test": ("promtool check and test the rendered rules", _test_args, cmd_test, """
+promtool check rules on the rendered rules, then promtool test rules on every test file
+in the scenario folder: obsgen's scenarios for your config and your own files.
+
+examples:
+  obsgen test
+  obsgen test --late-reads      # records read one evaluation late (vmalert, Thanos, Mimir)
+  obsgen test --boundaries      # Prometheus 3's left-open windows, inputs off the grid
+"""),
+    "plan": ("series a job of N ranks creates, to size Prometheus", _plan_args, cmd_plan, """
+The series a job creates (scraped and recorded), per rank and in total, with Prometheus'
+head memory for them.
+
+example:
+  obsgen plan --ranks 4096 --tp 8 --pp 4
+"""),
     "nccl-exporter": ("follow NCCL Inspector dumps and serve them as Prometheus metrics",
-                      nccl_exporter.add_arguments, nccl_exporter.run),
+                      nccl_exporter.add_arguments, nccl_exporter.run, """
+The NCCL sidecar: follows the Inspector's dumps of the ranks on this host, aligns each
+collective across its communicator and serves per-rank metrics (last arrivals).
+
+example:
+  obsgen nccl-exporter --dump-dir /var/run/nccl-inspector --port 9410
+"""),
     "simulate": ("serve /metrics of synthetic jobs with injected faults", simulate.add_args,
-                 simulate.main),
+                 simulate.main, """
+Serve synthetic training jobs, healthy or with a fault (a straggler, a NaN, a stalled
+checkpoint, ...), as Prometheus metrics: see the alerts fire before a real job does.
+
+examples:
+  obsgen simulate --list
+  obsgen simulate --scenario straggler --port 9400
+"""),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import __version__
     parser = argparse.ArgumentParser(prog="obsgen", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"obsgen {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, (help_, add_args, _) in COMMANDS.items():
-        add_args(sub.add_parser(name, help=help_))
+    for name, (help_, add_args, _, about) in COMMANDS.items():
+        add_args(sub.add_parser(name, help=help_, description=about.strip(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter))
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command][2](args)

@@ -124,8 +124,27 @@ DEFAULTS: dict[str, Any] = {
     "alerts": {},
     # Labels added to every alert (e.g. env: prod).
     "common_labels": {},
-    # runbook_url of every alert; {alert} is replaced by the alert name.
-    "runbook_url": "https://github.com/obsgen/obsgen/blob/main/docs/runbooks/{alert}.md",
+    # runbook_url of every alert, when your runbooks live elsewhere ({alert}: the alert
+    # name); null derives it from links.base_url.
+    "runbook_url": None,
+    # Where your rendered files are served, for the links alerts and dashboards carry.
+    "links": {
+        # URL under which your git host (or docs site) serves the files rendered into --out,
+        # e.g. a repository's blob view at main: runbook_url is this + <docs.path>/runbooks/<alert>.md,
+        # and the overview's firing alerts link their runbooks. null: the alerts carry the
+        # runbook's path and first checks as text (runbook annotation).
+        "base_url": None,
+        # Your Grafana's root URL: each alert carries a dashboard_url with its job (and rank)
+        # filled in. null: no dashboard_url.
+        "grafana_url": None,
+    },
+    # The reference docs and runbooks (alerts.md, metrics.md, config.md, runbooks/, ...).
+    "docs": {
+        # Render them (false: rules, dashboards and tests only).
+        "enabled": True,
+        # Folder under the output root they are written to.
+        "path": "docs",
+    },
     # Evaluation interval of the rule groups; null leaves Prometheus' global interval.
     "rule_interval": None,
     # Evaluation interval of each family's facts group (job shape and placement, which
@@ -303,11 +322,16 @@ class Config:
         return _steps_per_observation(self.data, key) or 1
 
     def scale(self, key: str) -> float:
-        """Factor from the unit the source publishes a metric's sums in to the contract's."""
+        """Factor from the unit the source publishes a metric's sums in to the contract's:
+        a preset's, only while the metric read is still that preset's (a ``metrics:``
+        override back to obsgen.instrument's seconds histogram reads seconds)."""
         from .presets import PRESETS
+        name = _effective(self.data, "metrics").get(key, key)
         factor = 1.0
-        for name in self.data.get("presets", ["default"]):
-            factor = PRESETS[name].scales.get(key, factor)
+        for preset in self.data.get("presets", ["default"]):
+            p = PRESETS[preset]
+            if key in p.scales:
+                factor = p.scales[key] if p.metrics.get(key, key) == name else 1.0
         return factor
 
 
@@ -444,13 +468,24 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
 
     out = []
     # Renames must keep names apart: two metrics (or labels) under one name would make the
-    # rules read one signal as another. Scrape labels (job, instance) are not read by rules.
+    # rules read one signal as another. The scrape labels Prometheus adds (job, instance)
+    # are names too: a label renamed to one of them would read the scrape target as it.
     metrics = {k: _effective(data, "metrics").get(k, k) for k in contract.METRICS}
-    labels = {k: _effective(data, "labels").get(k, k) for k in contract.LABELS if k not in ("job", "instance")}
+    labels = {k: _effective(data, "labels").get(k, k) for k in contract.LABELS}
+    scrape = {"job": "the scrape job", "instance": "the scrape target"}
     for section, names in (("metrics", metrics), ("labels", labels)):
         for key in _effective(data, section):
             others = [k for k, v in names.items() if v == names[key] and k != key]
-            if others:
+            if section == "labels" and key in scrape:
+                out.append((f"labels.{key}", f"{key} is the label Prometheus adds for "
+                                             f"{scrape[key]} of every series, which obsgen "
+                                             "never renames (the training job's id is "
+                                             "labels.job_id)"))
+            elif section == "labels" and names[key] in scrape:
+                out.append((f"labels.{key}", f"{names[key]!r} is the label Prometheus adds for "
+                                             f"{scrape[names[key]]} of every series; keep "
+                                             f"{key} under a name of its own"))
+            elif others:
                 out.append((f"{section}.{key}", f"{names[key]!r} is also the name of {section}.{others[0]}"))
     for key, name in data.get("labels", {}).items():
         if name in ("le", "quantile") or name.startswith("__"):

@@ -176,6 +176,7 @@ def render_docs(families: list[Family], cfg: Config) -> dict[str, str]:
             job = ctx.l(contract.L.job_id)
             matchers = [job] + [l for l in re.findall(r"\$labels\.(\w+)", a.summary + a.description)
                                 if l not in (job, ctx.l(contract.L.node), ctx.l(contract.L.signal))]
+            view["where"] = _where(ctx, a.summary + a.description)
             files[f"docs/runbooks/{a.name}.md"] = env.get_template("runbook.md.j2").render(
                 header=header_md(f"obsgen/alerts/{module}.py"), alert=view, doc=adoc,
                 family={"name": module}, team=view["team"], reads=reads, keys=keys[a.name],
@@ -270,3 +271,22 @@ def _filtered(ctx: Ctx, selector: str, match: dict[str, str]) -> str:
     if selector.endswith("}"):
         return selector[:-1] + ", " + extra + "}"
     return f"{selector}{{{extra}}}"
+
+
+def _where(ctx: Ctx, text: str) -> list[dict]:
+    """Queries from what the alert names (its job, rank or host) to the hosts and GPUs."""
+    L, M = contract.L, contract.M
+    rank, node = ctx.l(L.rank), ctx.l(L.node)
+    if f"$labels.{rank}" in text:
+        at = {L.job_id: "JOB", L.rank: "RANK"}
+        return [{"query": ctx.m(M.train_rank_gpu_info, match=at),
+                 "help": f"the rank's host (`{node}`) and GPU (`UUID`, as dcgm-exporter names "
+                         "it: its DCGM_FI_* series carry the same UUID)"},
+                {"query": ctx.m(M.train_rank_mesh_info, match=at),
+                 "help": "the rank's place in the parallel mesh (stage, TP/CP/EP/DP positions "
+                         "and groups)"}]
+    if f"$labels.{node}" in text:
+        return [{"query": ctx.m(M.train_rank_gpu_info, match={L.job_id: "JOB", L.node: "NODE"}),
+                 "help": "the job's ranks on that host, and their GPUs"}]
+    return [{"query": ctx.m(M.train_rank_gpu_info, match={L.job_id: "JOB"}),
+             "help": "every rank of the job, its host and GPU"}]

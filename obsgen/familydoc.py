@@ -26,6 +26,7 @@ class AlertDoc:
     name: str
     meaning: str
     checks: tuple[str, ...]
+    fires_after: str = ""  # after the fault, with the default windows (the README's column)
 
 
 @dataclass(frozen=True)
@@ -60,5 +61,11 @@ def parse(module_name: str, doc: str) -> FamilyDoc:
         items = tuple(" ".join(m.split()) for m in re.findall(r"^\d+\.\s+(.+?)(?=^\d+\.|\Z)", checks.strip(), flags=re.M | re.S))
         if len(items) != 3:
             raise DocError(f"{module_name}: section {name} lists {len(items)} checks, not 3")
-        alerts[name] = AlertDoc(name, _paragraphs(meaning), items)
+        lead = "Fires after the fault, with the default windows:"
+        paras = _paragraphs(meaning).split("\n\n")
+        after = [p for p in paras if p.startswith(lead)]
+        if len(after) != 1:
+            raise DocError(f"{module_name}: section {name} needs one '{lead}' paragraph")
+        alerts[name] = AlertDoc(name, "\n\n".join(p for p in paras if p not in after), items,
+                                after[0][len(lead):].strip().rstrip("."))
     return FamilyDoc(title.strip(), _paragraphs(overview), alerts)

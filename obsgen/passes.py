@@ -48,11 +48,61 @@ def routing_labels(families: list[Family], cfg: Config) -> list[Family]:
     return _map_alerts(families, apply)
 
 
+# the dashboard an alert's dashboard_url opens, by family (others: the overview)
+DASHBOARD_OF = {"gpus": "hardware", "fabric": "hardware", "pipeline": "pp", "recovery": "recovery"}
+
+
+def runbook_path(cfg: Config, alert: str) -> str:
+    """Where the runbook of ``alert`` is rendered, under the output root."""
+    return f"{cfg['docs']['path'].strip('/')}/runbooks/{alert}.md"
+
+
+def runbook_url(cfg: Config, alert: str) -> str | None:
+    """The configured runbook_url, else one under links.base_url, else None."""
+    if cfg["runbook_url"]:
+        return cfg["runbook_url"].replace("{alert}", alert)
+    base = cfg["links"]["base_url"]
+    if base and cfg["docs"]["enabled"]:
+        return f"{base.rstrip('/')}/{runbook_path(cfg, alert)}"
+    return None
+
+
 def runbook_links(families: list[Family], cfg: Config) -> list[Family]:
-    def apply(a: Alert) -> Alert:
-        url = template_literal(cfg["runbook_url"].replace("{alert}", a.name))
-        return a.with_(annotations={**a.annotations, "runbook_url": url})
-    return _map_alerts(families, apply)
+    """runbook_url where one can be given (runbook_url or links.base_url); else a runbook
+    annotation with where the runbook is rendered and its first checks, so that the page
+    still says what to do. dashboard_url with the job (and rank) when links.grafana_url
+    is set."""
+    from . import familydoc
+    out = []
+    for fam in families:
+        doc = familydoc.parse(f"obsgen/alerts/{fam.name}.py", fam.doc)
+
+        def apply(a: Alert, fam=fam, doc=doc) -> Alert:
+            notes = dict(a.annotations)
+            url = runbook_url(cfg, a.name)
+            if url:
+                notes["runbook_url"] = template_literal(url)
+            else:
+                adoc = doc.alerts.get(a.key)
+                checks = " ".join(f"{i}. {c}" for i, c in enumerate(adoc.checks, 1)) if adoc else ""
+                where = (f"{runbook_path(cfg, a.name)} where obsgen rendered the rules. "
+                         if cfg["docs"]["enabled"] else "")
+                notes["runbook"] = template_literal(f"{where}Check first: {checks}".strip())
+            grafana = cfg["links"]["grafana_url"]
+            if grafana and cfg["dashboards"]["enabled"]:
+                view = DASHBOARD_OF.get(fam.name, "overview")
+                if cfg["dashboards"]["format"] == "v2":
+                    from .dashboards import V2_NAME
+                    view = V2_NAME
+                uid = f"{cfg['dashboards']['uid_prefix']}-{view}"
+                job, rank = cfg.label(L.job_id.key), cfg.label(L.rank.key)
+                link = (f"{grafana.rstrip('/')}/d/{uid}?var-job_id={{{{ $labels.{job} }}}}")
+                if f"$labels.{rank}" in a.summary + a.description and view != "recovery":
+                    link += f"&var-rank={{{{ $labels.{rank} }}}}"
+                notes["dashboard_url"] = link
+            return a.with_(annotations=notes)
+        out.extend(_map_alerts([fam], apply))
+    return out
 
 
 def one_record_per_series(families: list[Family], cfg: Config) -> list[Family]:

@@ -77,12 +77,27 @@ def families(cfg: Config) -> list[Family]:
 
 
 def render_all(cfg: Config) -> dict[str, str]:
-    """Every generated file, as {relative path: content}. Pure."""
+    """Every generated file, as {relative path: content}. Pure. The reference docs go
+    under docs.path (their links are relative), or nowhere when docs.enabled is false."""
     fams = families(cfg)
     files: dict[str, str] = {}
+    docs_path = cfg["docs"]["path"].strip("/")
     for renderer in RENDERERS:
         for path, text in renderer(fams, cfg).items():
+            if path.startswith("docs/"):
+                if not cfg["docs"]["enabled"]:
+                    continue
+                path = docs_path + path[len("docs"):]
             if path in files:
                 raise ValueError(f"{path} is rendered twice")
             files[path] = text
     return files
+
+
+def owned(cfg: Config) -> tuple[str, ...]:
+    """Globs of the files obsgen owns outside its managed folders (removed when stale and
+    generated): the scenario tests, and the reference docs when docs.path is elsewhere."""
+    from .output import MANAGED_DIRS
+    docs_path = cfg["docs"]["path"].strip("/")
+    docs = () if docs_path.split("/")[0] in MANAGED_DIRS else (f"{docs_path}/**/*.md",)
+    return scenarios.owned(cfg) + docs

@@ -113,3 +113,30 @@ def test_obsgen_test_runs_promtool_on_rules_and_fixtures(tmp_path, capsys):
 def test_module_entry_point_prints_usage():
     r = subprocess.run([sys.executable, "-m", "obsgen", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "render" in r.stdout and "check" in r.stdout
+
+
+def test_version_prints_the_installed_version(capsys):
+    from obsgen import __version__
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"obsgen {__version__}"
+    assert __version__ != "0+unknown"  # the installed package's metadata
+
+
+@pytest.mark.parametrize("command", ["render", "check", "test", "plan", "nccl-exporter", "simulate"])
+def test_every_subcommand_says_what_it_does_with_an_example(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    about = out.split("\n\n")[1]  # after the usage: the description
+    assert len(about.split()) >= 10 and "example" in out and f"obsgen {command}" in out
+
+
+def test_check_tells_a_user_to_run_obsgen_render_with_their_flags(tmp_path, capsys):
+    cfg = tmp_path / "team.yaml"
+    cfg.write_text("teams: {platform: infra}\n")
+    assert main(["check", "--config", str(cfg), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert f"run `obsgen render --config {cfg} --out {tmp_path / 'out'}` and commit" in err
+    assert "make render" not in err

@@ -74,6 +74,12 @@ BAD = {
     "an interval for a family that does not exist is refused": (
         "family_intervals:\n  bubbles: 1m\n",
         "obsgen.yaml: family_intervals: must be one of stragglers, gradients, pipeline, checkpoints, ranks, gpus, fabric, recovery, progress, nccl, panels, got 'bubbles'"),
+    "renaming the scrape job label is refused, not a crash (found adopting it)": (
+        "labels:\n  job: training_job\n",
+        "obsgen.yaml: labels.job: job is the label Prometheus adds for the scrape job"),
+    "a label renamed to a scrape label is refused": (
+        "labels:\n  job_id: instance\n",
+        "obsgen.yaml: labels.job_id: 'instance' is the label Prometheus adds for the scrape target"),
     "a Python object tag is refused (safe loading only)": (
         "thresholds: !!python/object/apply:os.system ['true']\n",
         "obsgen.yaml: line 1: YAML tag 'tag:yaml.org,2002:python/object/apply:os.system' is refused"),

@@ -16,16 +16,81 @@ def defaults() -> config.Config:
     return config.Config(copy.deepcopy(config.DEFAULTS), "(defaults)")
 
 
-def test_every_alert_has_a_runbook_its_url_points_at():
+def with_(text: str, tmp_path) -> config.Config:
+    (tmp_path / "c.yaml").write_text(text)
+    return config.load(tmp_path / "c.yaml", alert_names=registry.alert_names())
+
+
+def test_without_a_base_url_every_alert_carries_its_runbooks_path_and_checks():
+    """No address is invented: the page says where the runbook is and what to check."""
     files = pipeline.render_all(defaults())
     for fam in pipeline.families(defaults()):
+        doc = familydoc.parse(fam.name, fam.doc)
         for alert in fam.alerts:
             page = f"docs/runbooks/{alert.name}.md"
             assert page in files, page
-            assert alert.annotations["runbook_url"].endswith("/" + page)
+            assert "runbook_url" not in alert.annotations, alert.name
+            note = alert.annotations["runbook"]
+            assert note.startswith(page + " ") and doc.alerts[alert.key].checks[2] in note
             text = files[page]
             assert "## Check first" in text and "\n3. " in text and "amtool silence add" in text
             assert alert.expr in text
+
+
+def test_a_base_url_links_every_runbook_where_it_is_rendered(tmp_path):
+    cfg = with_("links: {base_url: 'https://git.example.com/ml/obs/blob/main/'}\n"
+                "docs: {path: ops/obsgen}\n", tmp_path)
+    files = pipeline.render_all(cfg)
+    for fam in pipeline.families(cfg):
+        for alert in fam.alerts:
+            page = f"ops/obsgen/runbooks/{alert.name}.md"
+            assert page in files
+            assert alert.annotations["runbook_url"] == "https://git.example.com/ml/obs/blob/main/" + page
+            assert "runbook" not in alert.annotations and "dashboard_url" not in alert.annotations
+    assert not any(p.startswith("docs/") for p in files)
+    assert "https://git.example.com/ml/obs/blob/main/ops/obsgen/runbooks/${__data.fields.alertname}.md" \
+        in files["dashboards/overview.json"]
+
+
+def test_a_grafana_url_opens_the_dashboard_on_the_job_and_rank(tmp_path):
+    cfg = with_("links: {grafana_url: 'https://grafana.example.com/'}\n", tmp_path)
+    got = {a.name: a.annotations["dashboard_url"] for f in pipeline.families(cfg) for a in f.alerts}
+    base = "https://grafana.example.com/d/obsgen-"
+    assert got["Train_Straggler_Persistent"] == (
+        base + "overview?var-job_id={{ $labels.job_id }}&var-rank={{ $labels.rank }}")
+    assert got["Train_Bubble_Excess"] == base + "pp?var-job_id={{ $labels.job_id }}"
+    assert got["Train_GPU_ECC"].startswith(base + "hardware?var-job_id={{ $labels.job_id }}")
+
+
+def test_docs_can_be_skipped():
+    cfg = defaults()
+    cfg.data["docs"] = {"enabled": False, "path": "docs"}
+    files = pipeline.render_all(cfg)
+    assert not any(p.startswith("docs/") for p in files) and "rules/stragglers.yaml" in files
+
+
+def test_every_runbook_gives_the_query_from_its_rank_to_its_gpu_and_host():
+    files = pipeline.render_all(defaults())
+    text = files["docs/runbooks/Train_Straggler_Persistent.md"]
+    assert '`train_rank_gpu_info{job_id="JOB", rank="RANK"}`' in text
+    assert '`train_rank_gpu_info{job_id="JOB", node="NODE"}`' in files["docs/runbooks/Train_IB_Asymmetry.md"]
+    for page, text in files.items():
+        if page.startswith("docs/runbooks/"):
+            assert "## Where it runs\n\n- `train_rank_gpu_info{" in text, page
+
+
+def test_the_readme_and_the_runbooks_give_the_same_fires_after():
+    """The README's last column is each alert's docstring paragraph, as its runbook shows."""
+    import re
+    readme = (ROOT / "README.md").read_text()
+    rows = dict(re.findall(r"^\| (Train_\w+) \|.*\| ([^|]*) \|$", readme, flags=re.M))
+    files = pipeline.render_all(defaults())
+    for fam in pipeline.families(defaults()):
+        doc = familydoc.parse(fam.name, fam.doc)
+        for alert in fam.alerts:
+            after = doc.alerts[alert.key].fires_after
+            assert rows[alert.name].strip() == after, alert.name
+            assert f"| {alert.for_} | {after} |" in files[f"docs/runbooks/{alert.name}.md"]
 
 
 def test_runbook_url_pattern_from_config(tmp_path):

@@ -93,6 +93,18 @@ def test_the_instruments_step_histogram_needs_no_log_interval(tmp_path):
     assert config.load(f, alert_names=NAMES).steps_per_observation("train_step_seconds") == 1
 
 
+def test_the_instruments_step_histogram_is_read_in_seconds(tmp_path):
+    """presets.md's advice: keep obsgen.instrument's seconds histogram beside Megatron's
+    names. The preset's milliseconds factor goes with its metric, not with the key."""
+    f = tmp_path / "c.yaml"
+    f.write_text("presets: [megatron-otel]\nmetrics: {train_step_seconds: train_step_seconds}\n")
+    cfg = config.load(f, alert_names=NAMES)
+    assert cfg.scale("train_step_seconds") == 1.0
+    rules = "\n".join(t for p, t in pipeline.render_all(cfg).items() if p.startswith("rules/"))
+    assert "train_step_seconds_sum" in rules and "0.001" not in rules
+    assert with_presets("megatron-otel").scale("train_step_seconds") == 0.001
+
+
 @pytest.mark.parametrize("case", BAD, ids=list(BAD))
 def test_bad_presets_are_refused(case, tmp_path):
     text, line = BAD[case]

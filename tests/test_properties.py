@@ -66,7 +66,9 @@ def valid_configs(draw) -> dict:
         cfg["metrics"] = draw(unique_renames(list(contract.METRICS), metric_name))
     if draw(st.booleans()):
         keys = [k for k in contract.LABELS if k not in ("job", "instance")]
-        cfg["labels"] = draw(unique_renames(keys, label_name))
+        # never to the scrape labels Prometheus adds: CORRUPT's
+        cfg["labels"] = draw(unique_renames(keys, label_name.filter(
+            lambda n: n not in ("job", "instance"))))
     if draw(st.booleans()):
         cfg["selector"] = draw(st.dictionaries(
             label_name, st.one_of(text, st.fixed_dictionaries({"=~": regex}),
@@ -138,6 +140,8 @@ CORRUPT = [
     ("negative duration", lambda c: c.setdefault("windows", {}).update({"memory": "-1h"}), "windows.memory"),
     ("zero window", lambda c: c.setdefault("windows", {}).update({"progress": "0m"}), "windows.progress"),
     ("bad label name", lambda c: c.setdefault("labels", {}).update({"rank": "global-rank"}), "labels.rank"),
+    ("a scrape label renamed", lambda c: c.setdefault("labels", {}).update({"job": "training_job"}), "labels.job"),
+    ("a label renamed to a scrape label", lambda c: c.setdefault("labels", {}).update({"node": "instance"}), "labels.node"),
     ("unknown metric", lambda c: c.setdefault("metrics", {}).update({"train_steps": "x"}), "metrics"),
     ("NUL in a selector", lambda c: c.setdefault("selector", {}).update({"cluster": "a\x00"}), "selector.cluster"),
     ("regex RE2 lacks", lambda c: c.setdefault("selector", {}).update({"env": {"=~": "(?=x)"}}), "selector.env.=~"),

@@ -157,8 +157,8 @@ def test_every_alert_carries_routing_labels_and_annotations():
             continue
         assert rule["labels"]["severity"] in ("critical", "warning", "info"), rule["alert"]
         assert rule["labels"]["team"] in ("platform", "workload"), rule["alert"]
-        assert set(rule["annotations"]) == {"summary", "description", "runbook_url"}, rule["alert"]
-        assert rule["annotations"]["runbook_url"].endswith(f"/{rule['alert']}.md")
+        assert set(rule["annotations"]) == {"summary", "description", "runbook"}, rule["alert"]
+        assert rule["annotations"]["runbook"].startswith(f"docs/runbooks/{rule['alert']}.md ")
         assert "{{ $labels.job_id }}" in rule["annotations"]["description"], rule["alert"]
 
 

@@ -120,6 +120,9 @@ def _table(b: table.Panel, p: Panel) -> None:
                 "excludeByName": {}, "includeByName": {},
                 "indexByName": {c: i for i, c in enumerate(names)},
                 "renameByName": {c: h for c, h in p.columns if h != c}}))
+    if p.links:  # on every cell of a row: ${__data.fields.<column>} is that row's value
+        b.data_links([db.DashboardLink(title).url(url).target_blank(True)
+                      for title, url in p.links])
 
 
 def _heatmap(b: heatmap.Panel, p: Panel) -> None:

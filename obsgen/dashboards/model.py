@@ -63,6 +63,8 @@ class Panel:
     decimals: int | None = None
     columns: tuple[tuple[str, str], ...] = ()  # table: (label or Value, header), in order
     sort_by: str = ""  # table: header of the column to sort by
+    # table: (title, URL) data links on every cell; ${__data.fields.<column>} is the row's value
+    links: tuple[tuple[str, str], ...] = ()
     sort_desc: bool = True
     # Grafana's min interval (query options): the smallest step the panel is queried at.
     # A range query pays per step for every series it reads, so a panel over every host's

@@ -199,8 +199,15 @@ def build(env) -> View:
               columns=tuple((n, n) for n in (q.c.l(L.alertname), q.c.l(L.severity),
                                              q.c.l(L.team), q.rank, q.stage, q.c.l(L.node),
                                              q.c.l(L.signal))),
-              no_value="none firing"),
+              no_value="none firing", links=runbook_links(q)),
     ))
     return View(KEY, "Overview", "Will this run finish on time? ETA against the planned end, "
                 "training curves, stragglers and hardware of one job.", __name__.replace(".", "/") + ".py",
                 (finish, curves, stragglers, health), variables=(RANK, STAGE))
+
+
+def runbook_links(q) -> tuple[tuple[str, str], ...]:
+    """Each firing alert's row links its runbook, where links.base_url serves them."""
+    from ..passes import runbook_url
+    url = runbook_url(q.c.cfg, "${__data.fields.%s}" % q.c.l(L.alertname))
+    return (("runbook", url),) if url else ()

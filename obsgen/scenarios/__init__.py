@@ -83,7 +83,7 @@ def stated(fams: list[Family], cfg: Config) -> dict[str, list]:
     for fam in fams:
         if fam.name not in FAMILIES:
             continue
-        blocked = _blocked(fam, cfg)
+        blocked = _blocked(fam, cfg, {f.name: f for f in fams})
         items = FAMILIES[fam.name](setting)
         if blocked:
             items = [NotStated(i.sentence, blocked) for i in items]
@@ -101,20 +101,23 @@ def _named(sentence: str, renamed: dict[str, str]) -> str:
     return sentence
 
 
-def _blocked(fam: Family, cfg: Config) -> str | None:
-    """Why no scenario of the family can be stated under the config, or None."""
+def _blocked(fam: Family, cfg: Config, by_name: dict[str, Family]) -> str | None:
+    """Why no scenario of the family can be stated under the config, or None. The family
+    reads what its rules read and what the families it requires record."""
     try:
         Names(cfg)
     except Unstatable as err:
         return str(err)
-    for key in fam_reads(fam, cfg):
-        if cfg.steps_per_observation(key) != 1:
-            return (f"{cfg.metric(key)} is recorded once per {cfg.steps_per_observation(key)} "
+    names = [fam.name]
+    for name in names:
+        names.extend(r for r in getattr(registry.by_name()[name], "REQUIRES", ())
+                     if r not in names and r in by_name)
+    for key in sorted(set().union(*(fam_reads(by_name[n], cfg) for n in names))):
+        n = cfg.steps_per_observation(key)
+        if n != 1:
+            return (f"{cfg.metric(key)} is recorded once per {n} "
                     "steps (a preset's cadence), which changes the latency the scenarios "
                     "state; they are stated for per-step series")
-        if cfg.scale(key) != 1:
-            return (f"{cfg.metric(key)} is published in another unit (a preset); the "
-                    "scenarios' jobs publish the contract's units")
     return None
 
 

@@ -86,6 +86,7 @@ def input_series(jobs: list, minutes_: float, reads: Iterable[str],
     if memo not in _ENCODED:
         table = _scrapes(jobs, minutes_, reads)
         if names is not None:
+            table = names.published(table)
             table = {names.key(k): v for k, v in table.items()}
         if len(_ENCODED) > 256:
             _ENCODED.clear()
@@ -154,11 +155,57 @@ class Names:
             suffixes = ("_bucket", "_sum", "_count") if m.type == contract.HISTOGRAM else ("",)
             self.metrics.update({m.key + s: to + s for s in suffixes})
         self.labels = {lab.key: cfg.label(lab.key) for lab in contract.LABELS.values()}
+        # histograms a preset publishes in another unit or once per several steps
+        self.units = {m.key: (cfg.scale(m.key), cfg.steps_per_observation(m.key))
+                      for m in contract.METRICS.values() if m.type == contract.HISTOGRAM
+                      and (cfg.scale(m.key), cfg.steps_per_observation(m.key)) != (1, 1)}
         self.extra = {k: selector_value(k, v) for k, v in cfg["selector"].items()}
         self.extra = {k: v for k, v in self.extra.items() if v is not None}
 
     def fingerprint(self) -> tuple:
-        return (sorted(self.metrics.items()), sorted(self.labels.items()), sorted(self.extra.items()))
+        return (sorted(self.metrics.items()), sorted(self.labels.items()), sorted(self.extra.items()),
+                sorted(self.units.items()))
+
+    def published(self, table: dict[tuple, list]) -> dict[tuple, list]:
+        """Per-step histograms as their source publishes them: the sums in its unit (a
+        factor ``scale`` to the contract's), and with a cadence of ``n`` steps one
+        observation per ``n`` steps, valued at the mean of those steps (Megatron's
+        --log-interval): a scrape sees the observations of the intervals completed by then.
+        Buckets are not published by such sources; none is read."""
+        if not self.units:
+            return table
+        out = dict(table)
+        for key, values in table.items():
+            labels = dict(key)
+            name = labels["__name__"]
+            base = next((m for m in self.units if name in (m + "_sum", m + "_count")), None)
+            if base is None or not name.endswith("_count"):
+                continue
+            scale, n = self.units[base]
+            sum_key = tuple(sorted({**labels, "__name__": base + "_sum"}.items()))
+            sums = table.get(sum_key)
+            counts, totals = [], []
+            for i, c in enumerate(values):
+                t = sums[i] if sums is not None else None
+                if not _sample(c):
+                    counts.append(c)
+                    totals.append(t)
+                    continue
+                done = (c // n) * n  # steps of the intervals completed by this scrape
+                counts.append(done / n)
+                # the steps of a scrape interval take equal time: the completed intervals'
+                # share of the sum, each interval observed once, at its mean
+                totals.append((t * done / c if c else 0.0) / n / scale if _sample(t) else t)
+            out[key] = counts
+            if sums is not None:
+                out[sum_key] = totals
+        for key, values in table.items():  # a sum read without its count: the unit only
+            name = dict(key)["__name__"]
+            base = next((m for m in self.units if name == m + "_sum"), None)
+            count_key = tuple(sorted({**dict(key), "__name__": f"{base}_count"}.items()))
+            if base is not None and count_key not in table:
+                out[key] = [v / self.units[base][0] if _sample(v) else v for v in values]
+        return out
 
     def metric(self, name: str) -> str:
         return self.metrics.get(name, name)
@@ -175,6 +222,10 @@ class Names:
 
     def labelset(self, labels: dict[str, str]) -> dict[str, str]:
         return {self.label(k): v for k, v in labels.items()}
+
+
+def _sample(v) -> bool:
+    return isinstance(v, (int, float)) and v is not synth.STALE and v == v
 
 
 def selector_value(label: str, matcher) -> str | None:
