@@ -15,6 +15,8 @@ rank's counters.
 A job that is still training has not completed a checkpoint for longer than the
 configured maximum age. A failure now loses all the work since the last checkpoint.
 
+Fires after the fault, with the default windows: 2 min after the limit.
+
 Check first:
 1. The training log of the rank that saves: a checkpoint that errors, hangs on storage, or was disabled by a config change (save interval, save path).
 2. Storage: free space and quota on the checkpoint volume, object-store errors, write throughput of the shared filesystem (NFS, Lustre).
@@ -24,6 +26,9 @@ Check first:
 
 Writing checkpoints takes more than the overhead ratio of training time over the window.
 Every second spent saving is a second all GPUs of the job stand still.
+
+Fires after the fault, with the default windows: about 1h20m: its 1h window, then its
+15m for.
 
 Check first:
 1. Async checkpointing (PyTorch DCP async save, Megatron --async-save) so training continues while the checkpoint is written.

@@ -32,6 +32,8 @@ recovery costs a stall of the collective and means a link (NVLink, InfiniBand po
 or switch port) flapped; a rising count usually precedes a hard failure that aborts the
 job.
 
+Fires after the fault, with the default windows: the next evaluation.
+
 Check first:
 1. Which ranks and hosts recover (the per-rank counter and the NCCL sidecar's log lines naming the device and peer), and whether they share a switch or rail.
 2. The hosts' InfiniBand port error counters (node_infiniband_link_error_recovery_total, link_downed_total, port_errors_received_total) and DCGM NVLink CRC and recovery errors.
@@ -42,6 +44,8 @@ Check first:
 During all-reduce windows, one host of the job sent InfiniBand traffic at less than the
 threshold share of the median of the job's hosts. The host's traffic is going elsewhere
 or its links are slow, and the all-reduce waits for it.
+
+Fires after the fault, with the default windows: 13 min.
 
 Check first:
 1. The NCCL init log of the ranks on that host (NCCL_DEBUG=INFO, NET/IB lines): did NCCL pick every HCA (NCCL_IB_HCA), or fall back to sockets (NET/Socket) because the device is not visible in the container?

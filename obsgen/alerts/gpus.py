@@ -58,6 +58,8 @@ deviation across the GPUs) for 15 minutes. Tensor parallelism splits every layer
 the GPUs of a host, so they should be equally busy: one GPU far from the others is doing
 more or less work than its peers, and every TP collective waits for the slowest.
 
+Fires after the fault, with the default windows: 15 min.
+
 Check first:
 1. The odd GPU in dcgm-exporter on that host: clock event reasons (thermal or power slowdown), temperature, power against its peers, XID and ECC errors.
 2. NVLink health of that GPU: CRC and recovery error counters, NVLink throughput against its peers (a degraded link slows every TP collective through it).
@@ -72,6 +74,8 @@ remapping failure, 94 contained, 95 uncontained ECC error). The data in that GPU
 may be wrong: gradients and optimizer state computed since are suspect, and the GPU needs
 a reset at least.
 
+Fires after the fault, with the default windows: the next evaluation.
+
 Check first:
 1. Drain the host from the scheduler (cordon the node, or scontrol update state=drain) so the restart does not land on it again.
 2. The job's loss and gradient norm since the error: an uncontained error (XID 95) or DBE can corrupt the state that is checkpointed next; resume from a checkpoint written before the error if the curves moved.
@@ -84,6 +88,8 @@ series under that host name for 15 minutes, while dcgm-exporter does report GPUs
 elsewhere. On those hosts the GPU alerts cannot see the job: a slow, hot or failing GPU
 there raises nothing. Either dcgm-exporter does not run on the hosts, or it names them
 differently from the ranks.
+
+Fires after the fault, with the default windows: 16 min after the job starts.
 
 Check first:
 1. The host names on both sides: `count by (Hostname, hostname) (DCGM_FI_DEV_GPU_TEMP)` against the ranks' `node` values on the job's series; a container ID, a short name against a fully qualified one, or an IP means a mismatch.

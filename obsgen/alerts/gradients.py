@@ -15,6 +15,8 @@ The finite gradient norm is more than the explosion factor times its median over
 baseline window. The next steps' loss is likely to diverge; catching it early is the
 difference between rolling back a few minutes and losing the run.
 
+Fires after the fault, with the default windows: 1 min.
+
 Check first:
 1. The loss curve and the learning-rate schedule around the spike: a warm-up that ends too steeply or a learning rate too high for the batch size.
 2. The data of the steps before the spike: a corrupt or extreme batch, a new data shard, sequence-length outliers.
@@ -26,6 +28,8 @@ The gradient norm or the loss is NaN or Inf for a minute or more. With bf16 trai
 non-finite value is fatal to the run; with fp16 and dynamic loss scaling isolated Inf
 steps are skipped by design, which is why a single sample does not fire.
 
+Fires after the fault, with the default windows: 1 min.
+
 Check first:
 1. Which signal went non-finite first (the signal label) and at which step; the last finite loss and gradient norm before it.
 2. Numerics: loss-scale collapse in fp16, overflow in attention softmax or layer norm, division by zero in a custom loss, optimizer state restored from a bad checkpoint.
@@ -35,6 +39,8 @@ Check first:
 
 The gradient norm has stayed below the vanishing fraction of its long-window median.
 Training has stalled: the model is no longer learning.
+
+Fires after the fault, with the default windows: 30 min.
 
 Check first:
 1. The learning-rate schedule: a decay that reached near zero too early, or a scheduler restored with the wrong step after a restart.

@@ -16,6 +16,8 @@ A stage's observed bubble has been above the excess factor times the theoretical
 bubble for the whole ``for`` duration. The stage is idle beyond what the schedule
 explains: it waits for data, for a slow neighbour stage, or for the network.
 
+Fires after the fault, with the default windows: 32 min.
+
 Check first:
 1. Whether the interleaved (virtual pipeline) schedule is actually engaged: if the bubble did not drop after enabling it, the schedule is not in use (check the virtual pipeline size and microbatches per step).
 2. Stage balance: forward and backward time per stage on the PP dashboard; a stage with more layers, the embedding or the loss makes its neighbours wait.

@@ -24,6 +24,8 @@ The job's mean step time has been above its own baseline (median over the baseli
 window) by the regression ratio for 30 minutes, outside warm-up. The run now takes that
 much longer to finish, every GPU-hour of it.
 
+Fires after the fault, with the default windows: 35 min.
+
 Check first:
 1. Whether it coincides with a restart onto other hosts, a config or code change (sequence length, batch size, a new kernel), or a data pipeline change; compare step time with compute time and collective time.
 2. Stragglers and hardware: Train_Straggler_* and Train_TP_Imbalance for the job, GPU clock event reasons (thermal, power), NCCL link recoveries and InfiniBand asymmetry.
@@ -34,6 +36,8 @@ Check first:
 At the current step time the job finishes after its deadline. It is information for the
 run owner: the projection moves with every change in step time, so it is worth acting on
 when it has held for a while.
+
+Fires after the fault, with the default windows: 30 min after the quiet start.
 
 Check first:
 1. The ETA panel on the overview dashboard: when did the projection cross the planned end, and did step time change or did time go to restarts and lost work?

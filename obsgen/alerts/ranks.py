@@ -25,6 +25,8 @@ died, hung, or their metrics are no longer scraped. A synchronous job cannot con
 without every rank; the remaining ranks wait in their next collective until the NCCL
 timeout kills them.
 
+Fires after the fault, with the default windows: 4 to 4.5 min.
+
 Check first:
 1. The scheduler's view of the job's pods or Slurm tasks: OOM kills, evictions, node failures (NotReady nodes, Xid errors, ECC errors on the hosts of the missing ranks).
 2. If every rank is present but none progresses, a hang: NCCL timeouts in the logs, a rank stuck in data loading or a deadlocked collective (py-spy dump of one rank shows where).

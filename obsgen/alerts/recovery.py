@@ -21,6 +21,8 @@ as a new checkpoint. It burns GPU hours redoing the same steps and will not make
 by itself; whatever kills it (a bad host, a corrupt checkpoint, a code or config change,
 a deterministic NaN) comes back every time.
 
+Fires after the fault, with the default windows: once the resumed checkpoint is 1h old.
+
 Check first:
 1. The exit reason of the last attempts (scheduler events, the first rank that died, its last log lines): the same host, the same step, or the same error each time?
 2. Hardware of the hosts the job landed on: XID and ECC errors, NCCL link recoveries, a host that appears in every attempt; exclude it (node selector, --exclude) before the next restart.
@@ -31,6 +33,8 @@ Check first:
 Checkpoints of the job were written at less than the configured floor (bytes per second
 spent writing) over the window. Every second of a synchronous checkpoint stalls all GPUs
 of the job, and a slow save makes operators checkpoint less often, so a failure loses more.
+
+Fires after the fault, with the default windows: at the first slow checkpoint.
 
 Check first:
 1. The storage backend during the checkpoint: filesystem or object-store write latency and throughput (NFS, Lustre, GPFS, S3), other jobs writing at the same time, quota or capacity near the limit.
