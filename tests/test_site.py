@@ -18,7 +18,6 @@ from obsgen import pipeline
 from obsgen.config import defaults
 
 ROOT = Path(__file__).resolve().parent.parent
-REPO = "https://github.com/obsgen/obsgen/blob/main/"
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 README = (ROOT / "README.md").read_text()
 
@@ -40,10 +39,20 @@ def test_the_readme_alert_table_is_the_rendered_alerts():
     assert rows == rendered
 
 
+def test_the_quick_start_queries_a_series_its_profile_records():
+    """The query the quick start points at is recorded by the rules it renders (the e2e
+    profile, no dashboards.records), not only by the panels family."""
+    from obsgen import config, registry
+    (query,) = re.findall(r"the query `([a-z_:0-9]+)`", README)
+    cfg = config.load(ROOT / "e2e" / "obsgen-e2e.yaml", alert_names=registry.alert_names())
+    records = {r["record"] for path, text in pipeline.render_all(cfg).items()
+               if path.startswith("rules/") for g in yaml.safe_load(text)["groups"]
+               for r in g["rules"] if "record" in r}
+    assert query in records
+
+
 def _target(page: Path, link: str) -> Path | None:
     """The file a link names, or None for a link that leaves the repository."""
-    if link.startswith(REPO):
-        return ROOT / link[len(REPO):].split("#")[0]
     if re.match(r"[a-z]+:", link) or link.startswith("#"):
         return None
     return (page.parent / link.split("#")[0]).resolve()
@@ -57,13 +66,41 @@ def test_every_link_names_a_file_of_the_repository(page):
     assert missing == []
 
 
-def test_links_out_of_the_docs_go_through_the_repository_url():
-    """mkdocs serves docs/ only: a relative link out of it would break on the site."""
+def test_no_link_leaves_the_docs_site():
+    """mkdocs serves docs/ only: a relative link out of it would break on the site, and
+    obsgen has no public repository to link into: files beside the docs are named, not
+    linked."""
     docs = (ROOT / "docs").resolve()
     out = [(str(p.relative_to(ROOT)), link) for p in _pages() for link in LINK.findall(p.read_text())
-           if (t := _target(p, link)) is not None and not link.startswith(REPO)
-           and docs not in t.parents]
+           if (t := _target(p, link)) is not None and docs not in t.parents]
     assert out == []
+
+
+# hosts that exist, or that no one can own (RFC 2606 and 6761: example, invalid, loopback)
+# (the shipped schemas' READMEs and licences name Grafana's, Kubernetes' and Apache's sites)
+REAL_HOSTS = {"json-schema.org", "nvidia.github.io", "grafana.com", "kubernetes.io",
+              "git.k8s.io", "www.apache.org", "127.0.0.1", "localhost"}
+REAL_REPOS = {"grafana/grafana"}
+RESERVED = re.compile(r"(^|\.)(example(\.com|\.org|\.net)?|invalid)$")
+URL = re.compile(r"https?://([A-Za-z0-9.-]+)(/[A-Za-z0-9._-]+/[A-Za-z0-9._-]+)?")
+
+
+def test_no_invented_address_anywhere():
+    """No URL, package or repository that does not exist: every host named in a tracked
+    file is a real one obsgen's code or docs rely on, or a reserved example name."""
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    bad = []
+    for rel in files:
+        path = ROOT / rel
+        if path.suffix in (".png", ".whl") or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        bad += [(rel, host + repo) for host, repo in URL.findall(text)
+                if not (host in REAL_HOSTS or RESERVED.search(host)
+                        or host == "github.com" and repo.strip("/") in REAL_REPOS)]
+        bad += [(rel, m) for m in re.findall(r"pip install [\"']?obsgen\b[^ \n]*", text)]
+    assert bad == []
 
 
 def _blocks(lang: str) -> list[tuple[str, str]]:

@@ -26,7 +26,7 @@ serve. ``sd_dir`` writes a Prometheus file_sd target per rank. Labels follow the
 contract: job_id, rank, stage (pipeline stage, 0 without PP) and node (the host name).
 
 This package imports neither torch nor prometheus_client until it needs them: torch only
-when ``tel.torch`` is used (``pip install obsgen[torch]``), prometheus_client on
+when ``tel.torch`` is used (obsgen's ``torch`` extra, or a torch of your own), prometheus_client on
 ``start()``, so the multiprocess mode can still be enabled before it loads.
 """
 from __future__ import annotations
