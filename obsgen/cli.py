@@ -59,14 +59,10 @@ def cmd_render(args) -> int:
     userfile.check_output_dir(args.out, "--out")
     files = pipeline.render_all(cfg)
     pipeline.validate(files, cfg)  # promtool and schema checks before anything is written
-    try:
-        plan = output.write(files, Path(args.out), owned=pipeline.owned(cfg))
-    except FileExistsError as exc:
-        docs = cfg["docs"]["path"].strip("/")
-        if f"/{docs}/" in f"/{exc}".replace(str(Path(args.out)), ""):
-            raise FileExistsError(f"{exc} (docs.path in the config renders the reference docs "
-                                  "into another folder; docs.enabled: false skips them)") from None
-        raise
+    docs = cfg["docs"]["path"].strip("/") + "/"
+    plan = output.write(files, Path(args.out), owned=pipeline.owned(cfg), hint=lambda rel: (
+        "docs.path in the config renders the reference docs into another folder; "
+        "docs.enabled: false skips them") if rel.startswith(docs) else None)
     for rel in plan.create:
         print(f"created {rel}")
     for rel in plan.update:
@@ -75,7 +71,7 @@ def cmd_render(args) -> int:
         print(f"removed {rel} (no longer generated)")
     if not plan.stale:
         print(f"{len(files)} files up to date")
-    if not passes.runbook_url(cfg, "X"):
+    if passes.runbook_url(cfg, "any alert") is None:
         print("note: links.base_url is not set, so the alerts carry a runbook annotation (where "
               "the runbook is rendered, and its first checks) instead of a runbook_url",
               file=sys.stderr)

@@ -101,6 +101,15 @@ def _named(sentence: str, renamed: dict[str, str]) -> str:
     return sentence
 
 
+def with_required(family: str, by_name: dict[str, Family]) -> list[str]:
+    """The family and the rendered families it requires (their records it reads), in order."""
+    names = [family]
+    for name in names:
+        names.extend(r for r in getattr(registry.by_name()[name], "REQUIRES", ())
+                     if r not in names and r in by_name)
+    return names
+
+
 def _blocked(fam: Family, cfg: Config, by_name: dict[str, Family]) -> str | None:
     """Why no scenario of the family can be stated under the config, or None. The family
     reads what its rules read and what the families it requires record."""
@@ -108,10 +117,7 @@ def _blocked(fam: Family, cfg: Config, by_name: dict[str, Family]) -> str | None
         Names(cfg)
     except Unstatable as err:
         return str(err)
-    names = [fam.name]
-    for name in names:
-        names.extend(r for r in getattr(registry.by_name()[name], "REQUIRES", ())
-                     if r not in names and r in by_name)
+    names = with_required(fam.name, by_name)
     for key in sorted(set().union(*(fam_reads(by_name[n], cfg) for n in names))):
         n = cfg.steps_per_observation(key)
         if n != 1:
@@ -141,10 +147,7 @@ def files(fams: list[Family], cfg: Config) -> dict[str, str]:
     for family, items in listed.items():
         if family not in by_name:
             continue
-        names = [family]
-        for name in names:
-            names.extend(r for r in getattr(registry.by_name()[name], "REQUIRES", ())
-                         if r not in names and r in by_name)
+        names = with_required(family, by_name)
         docs = [yaml.safe_load(rendered[f"rules/{n}.yaml"]) for n in names]
         groups = [g for d in docs for g in _groups(d, cfg)]
         exprs = [r["expr"] for g in groups for r in g["rules"]]
