@@ -22,7 +22,9 @@ import yaml
 from . import contract, userfile
 
 DEFAULTS: dict[str, Any] = {
-    # Name presets of real exporters, applied in order (obsgen.presets): default, megatron-otel, dcgm.
+    # Name presets of real exporters, applied in order (obsgen.presets): default, megatron-otel,
+    # dcgm. megatron-otel alone feeds the gradient alerts and the step-time regression only:
+    # no straggler, pipeline, rank or checkpoint alert without obsgen.instrument beside it.
     "presets": ["default"],
     # Renames, contract key -> metric name in your Prometheus (e.g. after a relabel).
     "metrics": {},

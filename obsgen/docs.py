@@ -30,8 +30,8 @@ TUNED_SECTIONS = ("thresholds", "windows")
 
 
 def header_md(source: str) -> str:
-    return (f"<!-- {MARKER} from {source}. Do not edit: change the definitions or the config "
-            "and run `make render`. -->\n")
+    return (f"<!-- {MARKER} from {source}. Do not edit: change obsgen.yaml (or the "
+            "definitions) and run `obsgen render`. -->\n")
 
 
 def _environment() -> jinja2.Environment:

@@ -50,6 +50,15 @@ def test_every_file_starts_with_a_generated_header_without_version_or_time():
         assert not re.search(r"\d{4}-\d\d-\d\d|\bv?\d+\.\d+\.\d+\b", notice), path
 
 
+def test_the_generated_notice_names_the_command_a_users_repository_has():
+    """A user's repository has obsgen.yaml and the obsgen command, no Makefile: the notice
+    tells them to change obsgen.yaml and run `obsgen render`, never `make render`."""
+    for path, text in pipeline.render_all(defaults()).items():
+        head = text.encode()[:400].decode(errors="ignore")
+        assert "make render" not in head, path
+        assert "obsgen.yaml" in head and "`obsgen render`" in head, path
+
+
 def test_one_rule_file_per_family_in_registry_order():
     files = pipeline.render_all(defaults())
     assert [p for p in files if p.startswith("rules/")] == [f"rules/{f.NAME}.yaml" for f in registry.default_families()]
@@ -112,6 +121,8 @@ def test_a_family_interval_sets_its_groups_never_shorter_than_the_rules_and_null
 
     data = copy.deepcopy(config.DEFAULTS)
     data.update(rule_interval="30s", facts_interval="1m")
+    for part in ("docs", "scenario_tests", "dashboards"):  # the rules are what it reads
+        data[part]["enabled"] = False
     data["family_intervals"] = {"pipeline": "3m", "gpus": None}
     assert intervals(data, "pipeline") == [("obsgen-pipeline", "3m"), ("obsgen-pipeline-facts", "3m")]
     assert intervals(data, "gpus") == [("obsgen-gpus", "30s"), ("obsgen-gpus-facts", "1m")]

@@ -159,8 +159,8 @@ def files(fams: list[Family], cfg: Config) -> dict[str, str]:
 
 def reference(listed: dict[str, list], cfg: Config) -> str:
     """docs/scenarios.md: every scenario of the config, and what it leaves unstated."""
-    lines = [f"<!-- {MARKER} from obsgen/scenarios/ and the config. Do not edit: change the "
-             "definitions or the config and run `make render`. -->", "",
+    lines = [f"<!-- {MARKER} from obsgen/scenarios/ and the config. Do not edit: change "
+             "obsgen.yaml (or the definitions) and run `obsgen render`. -->", "",
              "# Scenarios: the promtool tests of these alerts", "",
              f"`obsgen render` writes them to `{cfg['scenario_tests']['path']}/{PREFIX}<family>.yaml` "
              "for this config; `obsgen test` runs them. Each is a synthetic job scraped under the "
