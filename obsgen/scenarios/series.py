@@ -27,6 +27,9 @@ def fmt(v: float) -> str:
     return s if s not in ("-0", "") else "0"
 
 
+_fmt = fmt  # encode() memoizes it per call under the same name
+
+
 def exact(v: float) -> bool:
     return not math.isnan(v) and not math.isinf(v) and float(v).is_integer()
 
@@ -36,6 +39,13 @@ def encode(values: list) -> str:
     integer step, are folded: promtool expands ``a+bxN`` by float arithmetic, and a
     non-integer run could end a hair above the next value, which a counter would read as
     a reset."""
+    text: dict[float, str] = {}  # fmt of each distinct value (runs repeat them)
+
+    def fmt(v: float) -> str:
+        t = text.get(v)
+        if t is None:
+            t = text[v] = _fmt(v)
+        return t
     vals = [float(fmt(v)) if isinstance(v, float) else v for v in values]
     toks, i = [], 0
     while i < len(vals):
@@ -109,13 +119,16 @@ def _scrapes(jobs: list, minutes_: float, reads: frozenset) -> dict[tuple, list]
         jobs = [_without_buckets(j) for j in jobs]
     ticks = int(minutes_ * 60 // SCRAPE) + 1
     table: dict[tuple, list] = {}
+    kept: dict[tuple, bool] = {}  # series key -> whether its name is read
     for job in jobs:
         for scrape in job.run(until=(ticks - 1) * SCRAPE):
             i = int(round(scrape.time / SCRAPE))
             for key, value in scrape.samples.items():
-                if dict(key)["__name__"] not in reads:
-                    continue
-                table.setdefault(key, [None] * ticks)[i] = value
+                keep = kept.get(key)
+                if keep is None:
+                    keep = kept[key] = dict(key)["__name__"] in reads
+                if keep:
+                    table.setdefault(key, [None] * ticks)[i] = value
     if len(_MEMO) > 256:
         _MEMO.clear()
     _MEMO[memo] = table

@@ -63,14 +63,23 @@ class _Emit:
                  **extra: str) -> None:
         if base != M.nccl_collective_duration_seconds.key:
             extra = {L.stage.key: str(self.stage_of(rank)), **extra}
-        self._inc(rank, base + "_count", n, **extra)
-        self._inc(rank, base + "_sum", max(total, 0.0), **extra)
+        # the histogram's series keys, built once per histogram and process generation
+        hist = (rank, self.gen, base, *extra.items())
+        keys = self._hists.get(hist)
+        if keys is None:
+            keys = self._hists[hist] = (
+                self._key(rank, base + "_count", **extra), self._key(rank, base + "_sum", **extra),
+                tuple(self._key(rank, base + "_bucket", le=label, **extra) for _, label in _BUCKETS))
+        count, sum_, buckets = keys
+        counters = self.counters[rank]
+        counters[count] = counters.get(count, 0.0) + n
+        counters[sum_] = counters.get(sum_, 0.0) + max(total, 0.0)
         if not self.j.buckets:
             return
         sd = max(sd, 1e-9)
-        for le, label in _BUCKETS:
+        for (le, _), key in zip(_BUCKETS, buckets):
             share = 1.0 if le == math.inf else _phi((le - mean) / sd)
-            self._inc(rank, base + "_bucket", round(n * share), le=label, **extra)
+            counters[key] = counters.get(key, 0.0) + round(n * share)
 
     def _other_parallelisms(self, r: int, n: int, wait: float) -> None:
         j = self.j

@@ -41,6 +41,7 @@ class _Sim(_Emit, _Sidecar):
         self.live: set[tuple] = set()
         self._base: dict[tuple[int, int], dict[str, str]] = {}
         self._keys: dict[tuple, tuple] = {}
+        self._hists: dict[tuple, tuple] = {}  # a histogram's (count, sum, bucket) keys
         # NCCL sidecar: its own random stream, so jobs without it draw exactly as before.
         self.nrng = random.Random(job.seed * 7919 + 17)
         # GC pauses: their own stream too
