@@ -13,7 +13,7 @@ TOOLS  := promtool vmalert amtool
 E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager victoria-metrics
 
 .DEFAULT_GOAL := help
-.PHONY: help render check test docs dist e2e bench bench-scale bench-quick detect lint fuzz fixtures golden tools e2e-tools clean
+.PHONY: help render check test long docs dist e2e bench bench-scale bench-quick detect lint fuzz fixtures golden tools e2e-tools clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -41,8 +41,23 @@ tools: ## install promtool, vmalert, amtool (Debian prometheus, victoria-metrics
 e2e-tools: ## install prometheus, prometheus-alertmanager and victoria-metrics when missing
 	@scripts/ensure-tools.sh $(E2E_TOOLS)
 
-test: $(STAMP) tools check docs ## staleness check, docs build, unit tests, promtool checks and fixtures
-	$(BIN)/pytest -q
+# The test files that run promtool on whole suites of rendered scenarios: make test's
+# second pytest stage. Every other test file runs in the first.
+PROMTOOL_TESTS := tests/test_promtool.py tests/test_scenarios.py tests/test_starters.py \
+	tests/test_boundaries.py tests/test_late_reads.py tests/test_reference_rules.py \
+	tests/test_megatron_cadence.py tests/test_ci_examples.py
+
+test: $(DOCS_STAMP) tools ## staleness check, docs build, unit tests, promtool fixtures and scenarios, in timed stages (~12 min on 2 cores)
+	@scripts/stages.sh \
+	  "generated files are current (obsgen check)" "$(BIN)/obsgen check" \
+	  "docs site builds (mkdocs --strict)" "NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q" \
+	  "unit tests" "$(BIN)/pytest -q $(foreach f,$(PROMTOOL_TESTS),--ignore=$(f))" \
+	  "promtool fixtures, scenarios and starters" "$(BIN)/pytest -q $(PROMTOOL_TESTS)"
+
+long: $(STAMP) tools ## what make test leaves out, fixed seeds (CI runs it): every scenario under --boundaries, 200 examples of each property, 3 random configs' scenarios
+	@scripts/stages.sh \
+	  "long tests: --boundaries, random configs' scenarios" "$(BIN)/pytest -q -p no:cacheprovider -m long" \
+	  "properties, 200 examples each" "OBSGEN_EXAMPLES=200 $(BIN)/pytest -q -p no:cacheprovider tests/test_properties.py"
 
 # build (pinned in the dist extra) only for the wheel and the sdist.
 $(DIST_STAMP): $(STAMP)
@@ -61,8 +76,8 @@ $(DOCS_STAMP): $(STAMP)
 docs: $(DOCS_STAMP) ## build the docs site from docs/ into site/ (--strict: a broken link or anchor fails)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-fuzz: $(STAMP) tools ## property tests: 5,000 random examples each (make test: 200), 40 random configs of rendered scenarios (make test: 3)
-	OBSGEN_FUZZ=1 $(BIN)/pytest -q -p no:cacheprovider tests/test_properties.py tests/test_scenario_properties.py
+fuzz: $(STAMP) tools ## property tests with fresh randomness: 5,000 examples each (make test: 25, make long: 200), 40 random configs of rendered scenarios (make long: 3)
+	OBSGEN_FUZZ=1 $(BIN)/pytest -q -p no:cacheprovider -m 'not e2e' tests/test_properties.py tests/test_scenario_properties.py
 
 e2e: $(E2E_STAMP) e2e-tools check ## end to end: simulator and PyTorch jobs into real Prometheus + Alertmanager, and VictoriaMetrics + vmalert beside Prometheus
 	$(BIN)/pytest -q -m e2e tests/e2e

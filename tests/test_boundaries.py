@@ -179,6 +179,7 @@ def test_a_quiet_check_at_the_very_evaluation_the_input_recovers_fails_shifted(t
 
 
 @pytest.mark.promtool
+@pytest.mark.long  # every scenario of every family, four times over: make long
 def test_obsgens_tests_hold_on_both_range_semantics_and_offset_inputs():
     done = subprocess.run([sys.executable, "-m", "obsgen", "test", "--boundaries"], cwd=ROOT,
                           capture_output=True, text=True, timeout=1200)

@@ -1,8 +1,8 @@
 """Property: for a random valid config (renamed metrics and labels, a selector, thresholds,
 windows, ``for``s, intervals, a rule format), the scenarios obsgen renders pass promtool
 against the rules rendered from the same config. Each example simulates and tests every
-family's scenarios (about a minute), so `make test` runs a few fixed examples and
-`make fuzz` (OBSGEN_FUZZ=1) explores."""
+family's scenarios (about a minute), so `make long` (CI) runs a few fixed examples and
+`make fuzz` (OBSGEN_FUZZ=1) explores; `make test` leaves it out."""
 from __future__ import annotations
 
 import copy
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from obsgen import config, pipeline, registry, scenarios
 from obsgen.scenarios import run as scenario_run
 
-pytestmark = pytest.mark.promtool
+pytestmark = [pytest.mark.promtool, pytest.mark.long]
 FUZZ = bool(os.environ.get("OBSGEN_FUZZ"))
 # no shrinking: an example takes a minute, and the failure prints its config and scenarios
 SETTINGS = settings(max_examples=40 if FUZZ else 3, deadline=None, derandomize=not FUZZ,

@@ -61,7 +61,7 @@ def test_the_scenarios_read_the_rendered_rule_files_in_every_format(tmp_path, fm
 
 @pytest.mark.promtool
 def test_a_broken_rule_fails_its_scenarios_by_their_sentences(tmp_path):
-    root = repo(tmp_path, USER)
+    root = repo(tmp_path, USER + "families: [stragglers]\ndashboards: {enabled: false}\n")
     rules = root / "rules" / "stragglers.yaml"
     rules.write_text(rules.read_text().replace("> 1.15", "> 1.9"))
     done = obsgen(root, "test")
