@@ -105,6 +105,17 @@ def ratios(stack) -> str:
                                                f'last_arrival:.*", job_id="{JOB}"}}'))
 
 
+def diagnosis(stack, port: int, procs) -> str:
+    """What a missed LateArrival leaves to read: the ratios, the series Prometheus holds
+    for the job by name, the exporter's own counters, and its log."""
+    names = stack.prom.query(f'count by (__name__) ({{job_id="{JOB}", __name__=~"nccl_.*|obsgen_nccl_.*"}})')
+    served = [line for line in harness.get(f"http://127.0.0.1:{port}/metrics", timeout=2).decode()
+              .splitlines() if line.startswith("obsgen_nccl_")][:20]
+    return (f"ratios:\n{ratios(stack)}\nseries by name: "
+            f"{ {s['metric'].get('__name__'): s['value'][1] for s in names} }\n"
+            "exporter:\n" + "\n".join(served) + f"\n{procs.log('nccl-exporter')}")
+
+
 @pytest.fixture(scope="module")
 def sidecar(stack, procs, tmp_path_factory):
     """The job writing, the exporter scraped; yields once LateArrival fired and Alertmanager
@@ -137,7 +148,7 @@ def sidecar(stack, procs, tmp_path_factory):
         writer.onset_at = up + ONSET
         harness.wait_until(f"{LA} for rank {LATE} in both its groups", lambda: {
             (LA, LATE, g) for g in OPS} <= firing(stack, time.time() - up), ONSET + 45,
-            on_fail=lambda: f"ratios:\n{ratios(stack)}\n{procs.log('nccl-exporter')}")
+            on_fail=lambda: diagnosis(stack, port, procs))
         # both alerts share a notification group (alert, job): the second one follows at the
         # next group_interval
         harness.wait_until("Alertmanager's notifications", lambda: set(OPS) <= {
