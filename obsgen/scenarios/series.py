@@ -8,6 +8,7 @@ selector labels, so the series are the ones the config's rules select.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import Iterable
@@ -18,6 +19,7 @@ from ..config import Config
 SCRAPE = 30  # seconds, the scrape and evaluation interval of every scenario
 
 
+@functools.lru_cache(maxsize=65536)  # runs repeat values; NaN never hits, which is fine
 def fmt(v: float) -> str:
     if math.isnan(v):
         return "NaN"
@@ -25,9 +27,6 @@ def fmt(v: float) -> str:
         return "Inf" if v > 0 else "-Inf"
     s = f"{v:.4f}".rstrip("0").rstrip(".")
     return s if s not in ("-0", "") else "0"
-
-
-_fmt = fmt  # encode() memoizes it per call under the same name
 
 
 def exact(v: float) -> bool:
@@ -39,13 +38,6 @@ def encode(values: list) -> str:
     integer step, are folded: promtool expands ``a+bxN`` by float arithmetic, and a
     non-integer run could end a hair above the next value, which a counter would read as
     a reset."""
-    text: dict[float, str] = {}  # fmt of each distinct value (runs repeat them)
-
-    def fmt(v: float) -> str:
-        t = text.get(v)
-        if t is None:
-            t = text[v] = _fmt(v)
-        return t
     vals = [float(fmt(v)) if isinstance(v, float) else v for v in values]
     toks, i = [], 0
     while i < len(vals):
