@@ -213,6 +213,11 @@ def build(c: Ctx) -> Family:
     settle = math.ceil((seconds(c.w("straggler_spell")) + seconds(window)) / every - 1e-9) * every + every
     moving = (f"({c.r(R.straggler_excess)} offset {duration(settle)} unless {c.on(*rank)} "
               f"last_over_time({c.r(R.straggler_page)}[{recur}]))")
+    # the moving excess of each rank with its data-parallel replica: the few moving ranks
+    # joined once with every rank's place; a rank without a place is a replica of its own
+    replicas = (f"{moving}\n* {c.join((L.job_id, L.rank), (L.dp_rank,))} {c.r(R.rank_place)}\n"
+                f"or {c.on(L.job_id, L.rank)}\n"
+                f'label_replace({moving}, "{c.l(L.dp_rank)}", "unplaced $1", "{c.l(L.rank)}", "(.*)")')
     rules = (
         # Busy time: compute minus the wait inside it, where the rank reports its wait;
         # its compute where it does not. One sum of compute and the negated wait (tagged, so
@@ -237,12 +242,13 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.straggler_settled),
                persistence.settled(c.r(R.busy_baseline), c.w("straggler_warmup"), every)),
         # Straggling now: recorded for the straggling ranks of settled stages only, valued as
-        # their ratio to the baseline. The baseline is computed here from the same read of
-        # the means, not read back from its record: a ruler on remote storage reads a
-        # record one evaluation late. The means are their newest evaluation (newest_mean),
-        # which also bridges one evaluation whose window missed a scrape.
+        # their ratio to the baseline. The means and the baseline are their newest
+        # evaluation (newest): this one's on a local ruler, the one before on a ruler that
+        # reads its records back from remote storage a little late (the baseline, a median
+        # of the stage, moves slowly); it also bridges one evaluation whose window missed a
+        # scrape. The baseline is read back, not recomputed from every rank's mean.
         Record(c.rname(R.straggler_flag),
-               f"{over_baseline(c, newest_mean(c), baseline_of(c, newest_mean(c)))} "
+               f"{over_baseline(c, newest_mean(c), newest(c, c.r(R.busy_baseline)))} "
                f"> {c.t('straggler_ratio')}\n"
                f"and {c.on(*stage)} {settled}\n"
                f"and {live(c)}"),
@@ -338,12 +344,9 @@ def build(c: Ctx) -> Family:
         # as a slow GPU holds its TP group and pipeline where they report no wait, and noise
         # common to a replica's ranks (its sequence lengths) is one cost, not one per rank.
         # Ranks without a place in the mesh are each their own replica.
-        Record(c.rname(R.straggler_moving_excess), expr(f"""
-            sum {c.by(L.job_id)} (max {c.by(L.job_id, L.dp_rank)} ({moving} * {c.join((L.job_id, L.rank), (L.dp_rank,))} {c.r(R.rank_place)}))
-            + {c.on(L.job_id)} sum {c.by(L.job_id)} ({moving} unless {c.on(L.job_id, L.rank)} {c.r(R.rank_place)})
-            or sum {c.by(L.job_id)} (max {c.by(L.job_id, L.dp_rank)} ({moving} * {c.join((L.job_id, L.rank), (L.dp_rank,))} {c.r(R.rank_place)}))
-            or sum {c.by(L.job_id)} ({moving} unless {c.on(L.job_id, L.rank)} {c.r(R.rank_place)})
-        """)),
+        Record(c.rname(R.straggler_moving_excess),
+               f"sum {c.by(L.job_id)} (\n  max {c.by(L.job_id, L.dp_rank)} (\n    "
+               + replicas.replace("\n", "\n    ") + "\n  )\n)"),
         Record(c.rname(R.straggler_moving),
                f"sum_over_time({c.r(R.straggler_moving_excess)}[{recur}]) / {evaluations}"),
         Record(c.rname(R.straggler_moving_ranks), expr(f"""
@@ -475,7 +478,12 @@ def newest_mean(c: Ctx) -> str:
     value) returns an ended series to an instant read for the whole lookback; a window of
     one interval and a half holds the newest evaluation, read late or not, lets an ended
     mean go after one more, and bridges one evaluation whose rate window missed a scrape."""
-    return f"last_over_time({c.r(R.busy_mean)}[{duration(1.5 * interval(c))}])"
+    return newest(c, c.r(R.busy_mean))
+
+
+def newest(c: Ctx, record: str) -> str:
+    """``record`` as its newest evaluation wrote it (see newest_mean)."""
+    return f"last_over_time({record}[{duration(1.5 * interval(c))}])"
 
 
 def over_baseline(c: Ctx, mean: str | None = None, baseline: str | None = None) -> str:
