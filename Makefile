@@ -11,9 +11,11 @@ DOCS_STAMP := $(VENV)/.installed-docs
 DIST_STAMP := $(VENV)/.installed-dist
 TOOLS  := promtool vmalert amtool
 E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager victoria-metrics
+TOOLS3 := promtool
+E2E_TOOLS3 := promtool prometheus alertmanager amtool victoria-metrics vmalert vmalert-tool
 
 .DEFAULT_GOAL := help
-.PHONY: help render check test long docs dist e2e bench bench-scale bench-quick detect lint fuzz fixtures golden tools e2e-tools clean
+.PHONY: help render check test long docs dist e2e bench bench-scale bench-quick detect lint fuzz fixtures golden tools tools3 e2e-tools clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,8 +40,15 @@ check: $(STAMP) ## fail when committed generated files are stale
 tools: ## install promtool, vmalert, amtool (Debian prometheus, victoria-metrics, prometheus-alertmanager) when missing
 	@scripts/ensure-tools.sh $(TOOLS)
 
-e2e-tools: ## install prometheus, prometheus-alertmanager and victoria-metrics when missing
+# Prometheus 3's promtool beside Debian 12's 2.42: from Debian's unstable suite on the
+# machine's own mirror, checked against the archive keyring, unpacked into .tools/unstable
+# (never over the system's). The promtool fixtures run on both lines.
+tools3: ## unpack promtool 3.x from Debian unstable into .tools/unstable (never over the system's)
+	@$(PYTHON) scripts/unstable-tools.py $(TOOLS3)
+
+e2e-tools: tools3 ## install prometheus, prometheus-alertmanager and victoria-metrics when missing; unpack today's (3.5, 0.33, 1.145) into .tools/unstable
 	@scripts/ensure-tools.sh $(E2E_TOOLS)
+	@$(PYTHON) scripts/unstable-tools.py $(E2E_TOOLS3)
 
 # The test files that run promtool on whole suites of rendered scenarios: make test's
 # second pytest stage. Every other test file runs in the first.
@@ -47,7 +56,7 @@ PROMTOOL_TESTS := tests/test_promtool.py tests/test_scenarios.py tests/test_star
 	tests/test_boundaries.py tests/test_late_reads.py tests/test_reference_rules.py \
 	tests/test_megatron_cadence.py tests/test_ci_examples.py
 
-test: $(DOCS_STAMP) tools ## staleness check, docs build, unit tests, promtool fixtures and scenarios, in timed stages (~12 min on 2 cores)
+test: $(DOCS_STAMP) tools tools3 ## staleness check, docs build, unit tests, promtool fixtures and scenarios, in timed stages (~12 min on 2 cores)
 	@scripts/stages.sh \
 	  "generated files are current (obsgen check)" "$(BIN)/obsgen check" \
 	  "docs site builds (mkdocs --strict)" "NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q" \

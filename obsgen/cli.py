@@ -125,6 +125,7 @@ def cmd_test(args) -> int:
         print(check.output.replace(tmp, str(Path(args.out, "rules"))), file=sys.stderr)
         return 1
     print(f"promtool check rules: {len(rules)} rule files pass")
+    print(f"promtool: {promtool.windows()}")
     if not fixtures:
         print(f"{folder}: no promtool test files (render them with scenario_tests.enabled, "
               "or add your own)", file=sys.stderr)
@@ -248,6 +249,7 @@ examples:
   obsgen test
   obsgen test --late-reads      # records read one evaluation late (vmalert, Thanos, Mimir)
   obsgen test --boundaries      # Prometheus 3's left-open windows, inputs off the grid
+  OBSGEN_PROMTOOL=/opt/prometheus-3/promtool obsgen test   # another promtool than PATH's
 """),
     "plan": ("series a job of N ranks creates, to size Prometheus", _plan_args, cmd_plan, """
 The series a job creates (scraped and recorded), per rank and in total, with Prometheus'

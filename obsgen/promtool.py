@@ -6,6 +6,7 @@ accept."""
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 import subprocess
@@ -46,8 +47,15 @@ _VMALERT_PROBE = """groups:
 """
 
 
+# A promtool to use instead of the one on PATH (e.g. Prometheus 3's beside Debian 12's 2.42).
+ENV = "OBSGEN_PROMTOOL"
+
+
 def find(tool: str = "promtool") -> str:
-    path = shutil.which(tool)
+    chosen = os.environ.get(ENV) if tool == "promtool" else None
+    path = shutil.which(chosen) if chosen else shutil.which(tool)
+    if chosen and not path:
+        raise ToolMissing(f"{ENV}={chosen}: no executable promtool there")
     if not path:
         raise ToolMissing(f"{tool} not found: {INSTALL_HINT.get(tool, 'put it on PATH')}")
     problem = _too_old(tool, path)
@@ -87,15 +95,27 @@ def version(tool: str = "promtool") -> str:
     return _run([find(tool), "--version"]).output.splitlines()[0]
 
 
-def check_rules(paths: list[Path], lint: bool = False) -> Result:
-    args = [find(), "check", "rules"]
+def windows() -> str:
+    """The promtool that runs, its version and the range windows it evaluates: Prometheus 3
+    leaves a window's left end out (a sample exactly ``window`` old is not in it), 2 holds
+    both ends."""
+    path = find()
+    m = re.search(r"version (\d+)\.(\d+)\.(\d+)", _run([path, "--version"], timeout=30).output)
+    major = int(m.group(1)) if m else 0
+    shape = ("range windows open on the left (Prometheus 3)" if major >= 3
+             else "range windows closed at both ends (Prometheus 2)")
+    return f"{path} {'.'.join(m.groups()) if m else '(no version)'}: {shape}"
+
+
+def check_rules(paths: list[Path], lint: bool = False, binary: str | None = None) -> Result:
+    args = [binary or find(), "check", "rules"]
     if lint:
         args.append("--lint=all")
     return _run(args + [str(p) for p in paths])
 
 
-def test_rules(paths: list[Path], cwd: Path | None = None) -> Result:
-    return _run([find(), "test", "rules"] + [str(p) for p in paths], cwd=cwd)
+def test_rules(paths: list[Path], cwd: Path | None = None, binary: str | None = None) -> Result:
+    return _run([binary or find(), "test", "rules"] + [str(p) for p in paths], cwd=cwd)
 
 
 def vmalert_check(paths: list[Path]) -> Result:

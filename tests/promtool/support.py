@@ -67,6 +67,11 @@ class Case:
     jobs: list[synth.Job]
     minutes: float
     checks: list
+    # Scrapes land half a scrape interval after the rules' evaluation times (each sample
+    # of scrape time t at t + 15 s), as a real server's scrapes and rule evaluations run
+    # on phases of their own: no sample sits on a window's left edge, which Prometheus 2
+    # holds and 3 leaves out, so both count the same samples.
+    offset: bool = False
 
 
 # Go template subset ---------------------------------------------------------------------
@@ -215,8 +220,11 @@ def build_file(family: str, rule_files: list[str], rule_docs: list[dict], reads:
                                    "exp_samples": [{"labels": k, "value": v}
                                                    for k, v in check.samples.items()]})
         alert_tests.sort(key=lambda t: (t["alertname"], _seconds(t["eval_time"])))
-        test = {"name": sentence, "interval": f"{SCRAPE}s",
-                "input_series": input_series(case.jobs, case.minutes, reads)}
+        series = input_series(case.jobs, case.minutes, reads)
+        if case.offset:
+            series = [{**s, "values": half_interval_later(s["values"])} for s in series]
+        test = {"name": sentence, "interval": f"{SCRAPE // 2 if case.offset else SCRAPE}s",
+                "input_series": series}
         if alert_tests:
             test["alert_rule_test"] = alert_tests
         if expr_tests:
@@ -227,6 +235,26 @@ def build_file(family: str, rule_files: list[str], rule_docs: list[dict], reads:
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when available: 10x faster
     body = yaml.dump(doc, Dumper=dumper, sort_keys=False, width=1 << 20, allow_unicode=True)
     return header(source) + body
+
+
+def half_interval_later(values: str) -> str:
+    """promtool series values every SCRAPE s as values every SCRAPE / 2 s, each one half
+    an interval later: ``a b`` -> ``_ a _ b`` (runs expanded)."""
+    out = []
+    for tok in values.split():
+        m = re.fullmatch(r"(.+?)x(\d+)", tok)
+        if m and not tok.startswith("_"):
+            start, n = m.group(1), int(m.group(2))
+            step = re.fullmatch(r"(-?[^+-]+)([+-])(.+)", start)
+            base, delta = (float(step.group(1)), float(step.group(2) + step.group(3))) if step \
+                else (float(start), 0.0)
+            out.extend(f"_ {_fmt(base + k * delta)}" for k in range(n + 1))
+        elif m or tok == "_":
+            n = int(m.group(2)) if m else 1
+            out.extend(["_ _"] * n)
+        else:
+            out.append(f"_ {tok}")
+    return " ".join(out)
 
 
 def _seconds(d: str) -> int:

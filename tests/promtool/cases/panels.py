@@ -1,7 +1,9 @@
 """Panel records cases (``dashboards.records``): 8 ranks, 4 per host on hosts of 8 GPUs
 (GPUs 4-7 idle), each rank's ``train_rank_gpu_info`` naming the GPU it runs on. Every
-value is computed here from the samples the fixture encodes, over the 5m window both
-ends included (Prometheus 2.42), rounded to a millionth in the query and here alike."""
+value is computed here from the samples the fixture encodes, rounded to a millionth in
+the query and here alike. The rate windows' cases take their scrapes half an interval after
+the evaluations (``Case.offset``): a window then holds the same samples on Prometheus 2
+(both ends included) and 3 (left end open), the scrapes of ``[t - 5m, t)``."""
 import math
 
 from obsgen.contract import L, M
@@ -30,11 +32,12 @@ def check(minute: float, record: str, samples: dict[tuple, float], **match) -> V
 
 
 def rises(scr: dict, minute: float, name: str, by: tuple[str, ...], **match) -> dict[tuple, float]:
-    """Sum of each series' rise between the first and last sample of the window, per ``by``."""
+    """Sum of each series' rise between the first and last sample of the window, per
+    ``by``: of the scrapes of ``[t - 5m, t)``, which land half an interval later."""
     t = minute * MIN
     first: dict[tuple, float] = {}
     last: dict[tuple, tuple] = {}
-    for tt in sorted(x for x in scr if t - WINDOW <= x <= t):
+    for tt in sorted(x for x in scr if t - WINDOW <= x < t):
         for labels, v in series(scr, tt, name, **match):
             key = tuple(sorted(labels.items()))
             first.setdefault(key, v)
@@ -105,7 +108,7 @@ CASES = {
     "and 0.5 s, one each per step: 0.375 s), and per DP all-reduce its own (its DP "
     "reduce-scatters left out); the job's "
     "exposed communication and collective time per step are sums over its ranks": Case(
-        [healthy], 20, [*_collectives(healthy, 12), *_collectives(healthy, 20)]),
+        [healthy], 20, [*_collectives(healthy, 12), *_collectives(healthy, 20)], offset=True),
     "SM-active and NVLink are those of the GPU each rank runs on, a slow GPU's on its rank "
     "only; the idle GPUs of the hosts belong to no rank": Case(
         [slow], 20, [*_gpus(slow, 12), *_gpus(slow, 20)]),
