@@ -278,22 +278,20 @@ NEWEST_MEAN = {
 
 @pytest.mark.parametrize("change,window", NEWEST_MEAN.values(), ids=NEWEST_MEAN.keys())
 def test_the_straggler_flag_reads_each_ranks_newest_mean(change, window):
-    """The flag reads the busy means and their stage's baseline as their newest evaluation
-    wrote them: within one and a half of the family's intervals, so a record read one
-    evaluation late is still there and an ended one is gone after one more; and flags only
-    the ranks scraped within that window (one missed scrape does not end a rank)."""
+    """The flag reads the busy means as their newest evaluation wrote them: within one and
+    a half of the family's intervals, so a record read one evaluation late is still there
+    and an ended one is gone after one more; and flags only the ranks scraped within that
+    window (one missed scrape does not end a rank)."""
     data = copy.deepcopy(config.DEFAULTS)
     data.update(change)
     text = pipeline.render_all(config.Config(data, "(test)"))["rules/stragglers.yaml"]
     flag = next(r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"]
                 if r.get("record") == "job_rank:train_straggler:flag1m")
-    reads = re.findall(r"last_over_time\(job_(?:rank|stage):train_busy_seconds:(?:mean|baseline)1m"
-                       r"\[([0-9a-z]+)\]\)", flag)
-    assert reads == [window] * 2
-    # every read of the means and the baseline goes through the window: an instant read
-    # lingers on a ruler that loses staleness markers; the baseline is read back, once
-    assert flag.count("job_rank:train_busy_seconds:mean1m") == 1
-    assert flag.count("job_stage:train_busy_seconds:baseline1m") == 1
+    reads = re.findall(r"last_over_time\(job_rank:train_busy_seconds:mean1m\[([0-9a-z]+)\]\)", flag)
+    assert reads == [window] * 3
+    # every read of the means goes through the window: an instant read lingers on a
+    # ruler that loses staleness markers
+    assert flag.count("job_rank:train_busy_seconds:mean1m") == 3
     # one read of the compute count, after the threshold and the stage's warm-up
     assert flag.count("train_compute_seconds_count") == 1
     assert re.search(r"> 1\.07\nand on \(job_id, stage\) job_stage:train_straggler:settled5m\n"

@@ -242,13 +242,14 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.straggler_settled),
                persistence.settled(c.r(R.busy_baseline), c.w("straggler_warmup"), every)),
         # Straggling now: recorded for the straggling ranks of settled stages only, valued as
-        # their ratio to the baseline. The means and the baseline are their newest
-        # evaluation (newest): this one's on a local ruler, the one before on a ruler that
-        # reads its records back from remote storage a little late (the baseline, a median
-        # of the stage, moves slowly); it also bridges one evaluation whose window missed a
-        # scrape. The baseline is read back, not recomputed from every rank's mean.
+        # their ratio to the baseline. The baseline is computed here from the same read of
+        # the means, not read back from its record: a ruler on remote storage reads a
+        # record one evaluation late, and after a restart on new hosts the old hosts'
+        # baseline would divide the new ones' warm-up. The means are their newest
+        # evaluation (newest_mean), which also bridges one evaluation whose window missed a
+        # scrape.
         Record(c.rname(R.straggler_flag),
-               f"{over_baseline(c, newest_mean(c), newest(c, c.r(R.busy_baseline)))} "
+               f"{over_baseline(c, newest_mean(c), baseline_of(c, newest_mean(c)))} "
                f"> {c.t('straggler_ratio')}\n"
                f"and {c.on(*stage)} {settled}\n"
                f"and {live(c)}"),
