@@ -11,7 +11,7 @@ import copy
 import json
 import re
 from fractions import Fraction
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -307,15 +307,23 @@ class Config:
     data: dict[str, Any]
     source: str
     notes: tuple[str, ...] = ()  # said once on stderr by the command (an empty file)
+    # the presets' and the config's renames, merged at their first use (a render asks
+    # tens of thousands of times); the data is not changed after the config is made
+    _renames: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getitem__(self, key: str) -> Any:
         return self.data[key]
 
+    def _effective(self, section: str) -> dict[str, str]:
+        if section not in self._renames:
+            self._renames[section] = _effective(self.data, section)
+        return self._renames[section]
+
     def metric(self, key: str) -> str:
-        return _effective(self.data, "metrics").get(key, key)
+        return self._effective("metrics").get(key, key)
 
     def label(self, key: str) -> str:
-        return _effective(self.data, "labels").get(key, key)
+        return self._effective("labels").get(key, key)
 
     def steps_per_observation(self, key: str) -> int:
         """Training steps one observation of histogram ``key`` stands for: 1, or the config

@@ -14,6 +14,7 @@ are the ones that key affects.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -24,7 +25,7 @@ from . import contract, familydoc
 from .config import Config, duration, facts_interval, seconds
 from .model import Family
 from .promql import Ctx, identifiers
-from .render import MARKER, group_name
+from .render import MARKER, group_name, load_yaml
 
 TUNED_SECTIONS = ("thresholds", "windows")
 
@@ -113,14 +114,26 @@ def tuning_keys(families: list[Family], cfg: Config, build) -> dict[str, list[st
     ``build`` makes the definitions for a config (the passes are not needed: they do not
     change expressions or annotation text)."""
     base = _fingerprints(families)
-    keys: dict[str, list[str]] = {name: [] for name in base}
-    for section in TUNED_SECTIONS:
-        for key in cfg[section]:
-            changed = _fingerprints(build(_perturbed(cfg, section, key)))
-            for name, fp in base.items():
-                if changed.get(name) != fp:
-                    keys[name].append(f"{section}.{key}")
-    return {a.name: keys[a.key] for f in families for a in f.alerts}
+    memo = (json.dumps(cfg.data, sort_keys=True, default=str), tuple(sorted(base.items())), build)
+    if memo not in _tuned:
+        keys: dict[str, list[str]] = {name: [] for name in base}
+        for section in TUNED_SECTIONS:
+            for key in cfg[section]:
+                changed = _fingerprints(build(_perturbed(cfg, section, key)))
+                for name, fp in base.items():
+                    if changed.get(name) != fp:
+                        keys[name].append(f"{section}.{key}")
+        if len(_tuned) > 64:
+            _tuned.clear()
+        _tuned[memo] = keys
+    keys = _tuned[memo]
+    return {a.name: list(keys[a.key]) for f in families for a in f.alerts}
+
+
+# tuning_keys' answers by config and definitions: each costs a build of the definitions
+# per tuned key, and a process that renders one config again (the tests, `obsgen test`
+# after `render`) asks again
+_tuned: dict[tuple, dict[str, list[str]]] = {}
 
 
 # Rendering ------------------------------------------------------------------------------
@@ -255,7 +268,7 @@ def _chains(families: list[Family], cfg: Config) -> tuple[dict[str, int], dict[s
     from .render import rule_files
     from .scenarios import late
     from .targets import TARGETS
-    docs = [{"groups": TARGETS[cfg["format"]].groups(yaml.safe_load(text))}
+    docs = [{"groups": TARGETS[cfg["format"]].groups(load_yaml(text))}
             for path, text in rule_files(families, cfg).items()]
     every = seconds(cfg["rule_interval"]) if cfg["rule_interval"] else 30.0
     return late.depths(docs, every), late.paths(docs, every)

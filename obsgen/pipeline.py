@@ -16,6 +16,7 @@ import yaml
 from . import alertmanager, dashboards, docs, passes, promtool, registry, render, scenarios, targets
 from .config import Config
 from .model import Family
+from .render import load_yaml
 
 Renderer = Callable[[list[Family], Config], dict[str, str]]
 Validator = Callable[[dict[str, str], Config], list[str]]
@@ -37,7 +38,7 @@ def check_rule_files(files: dict[str, str], cfg: Config) -> list[str]:
         paths = []
         for rel, text in sorted(rules.items()):
             path = Path(tmp) / Path(rel).name
-            path.write_text(yaml.safe_dump({"groups": target.groups(yaml.safe_load(text))}))
+            path.write_text(yaml.safe_dump({"groups": target.groups(load_yaml(text))}))
             paths.append(path)
         result = promtool.check_rules(paths)
     if result.ok:

@@ -19,6 +19,12 @@ def header(source: str, comment: str = "#") -> str:
             f"{comment} definitions) and run `obsgen render`.\n")
 
 
+def load_yaml(text: str):
+    """yaml.safe_load, through libyaml where PyYAML was built with it (5x faster: the
+    render reads its own rule files back several times)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 class _Dumper(yaml.SafeDumper):
     """Block style everywhere, multi-line strings as literal blocks, no line folding."""
 
@@ -93,10 +99,19 @@ def group_dicts(fam: Family, cfg: Config) -> list[dict]:
 
 def rule_files(families: list[Family], cfg: Config) -> dict[str, str]:
     """{relative path: content} of the rule files, one per family, in the configured
-    format (see obsgen.targets)."""
+    format (see obsgen.targets). One render asks three times (the rules, the docs and the
+    scenarios read them): the last answer is kept for the same list and config objects."""
     from . import targets
 
+    last = _last_rules.get("key")
+    if last and last[0] is families and last[1] is cfg and last[2] == [id(f) for f in families]:
+        return dict(_last_rules["files"])
     target = targets.TARGETS[cfg["format"]]
-    return {f"rules/{fam.name}.yaml": dump_yaml(target.document(fam, group_dicts(fam, cfg), cfg),
-                                                f"obsgen/alerts/{fam.name}.py")
-            for fam in families}
+    files = {f"rules/{fam.name}.yaml": dump_yaml(target.document(fam, group_dicts(fam, cfg), cfg),
+                                                 f"obsgen/alerts/{fam.name}.py")
+             for fam in families}
+    _last_rules.update(key=(families, cfg, [id(f) for f in families]), files=files)
+    return dict(files)
+
+
+_last_rules: dict = {}  # rule_files' last inputs (held, so their ids stay theirs) and answer

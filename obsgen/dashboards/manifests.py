@@ -37,6 +37,7 @@ import jsonschema
 from .. import render
 from ..config import Config
 from ..passes import DefinitionError
+from ..render import load_yaml
 
 SOURCE = "obsgen/dashboards/manifests.py"
 FOLDER = "dashboards/kubernetes"
@@ -130,7 +131,7 @@ def problems(rendered: dict[str, str]) -> list[str]:
     for path, text in sorted(rendered.items()):
         if not path.startswith(FOLDER + "/"):
             continue
-        doc = yaml.safe_load(text)
+        doc = load_yaml(text)
         found = [f"{'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message[:200]}"
                  for e in validators()[doc["kind"]].iter_errors(doc)]
         name = doc["metadata"]["name"]

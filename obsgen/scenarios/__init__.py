@@ -25,7 +25,7 @@ import yaml
 from .. import contract, registry
 from ..config import Config, group_interval
 from ..model import Family
-from ..render import MARKER, header
+from ..render import MARKER, header, load_yaml
 from . import (checkpoints, fabric, gpus, gradients, nccl, pipeline, progress, ranks, recovery,
                stragglers)
 from .model import Fires, Holds, NotStated, Quiet, Scenario, Setting
@@ -148,7 +148,7 @@ def files(fams: list[Family], cfg: Config) -> dict[str, str]:
         if family not in by_name:
             continue
         names = with_required(family, by_name)
-        docs = [yaml.safe_load(rendered[f"rules/{n}.yaml"]) for n in names]
+        docs = [load_yaml(rendered[f"rules/{n}.yaml"]) for n in names]
         groups = [g for d in docs for g in _groups(d, cfg)]
         exprs = [r["expr"] for g in groups for r in g["rules"]]
         out[path_of(cfg, family)] = test_file(

@@ -34,6 +34,7 @@ from ..output import is_generated
 from ..targets import TARGETS
 from . import PREFIX, boundaries as edges, late as late_reads
 from .series import SCRAPE
+from ..render import load_yaml
 
 
 @dataclass
@@ -59,7 +60,7 @@ def ours(path: Path) -> bool:
 def rewritten(plain: dict[str, Path], folder: Path, transform) -> dict[str, Path]:
     """The plain rule files, their documents passed through ``transform`` (all at once:
     a rewrite may need every file's records), written into ``folder``."""
-    docs = [yaml.safe_load(p.read_text()) for p in plain.values()]
+    docs = [load_yaml(p.read_text()) for p in plain.values()]
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
     for name, doc in zip(plain, transform(docs)):
@@ -71,7 +72,7 @@ def rewritten(plain: dict[str, Path], folder: Path, transform) -> dict[str, Path
 def read_late(plain: dict[str, Path], tmp: Path) -> tuple[dict[str, Path], dict[str, float]]:
     """The plain rule files with every record read one evaluation late, and each alert's
     added delay in seconds."""
-    docs = [yaml.safe_load(p.read_text()) for p in plain.values()]
+    docs = [load_yaml(p.read_text()) for p in plain.values()]
     return (rewritten(plain, tmp / "late",
                       lambda d: late_reads.late_rules(d, SCRAPE, late_reads.LOOKBACK)),
             late_reads.delays(docs, SCRAPE))
@@ -98,7 +99,7 @@ def split(path: Path, plain: dict[str, Path], tmp: Path,
     """One test file per scenario of a rendered file, reading ``plain`` rule files (each
     firing check moved ``later(alert)``; with ``shift``, every input half an
     interval late)."""
-    doc = yaml.safe_load(path.read_text())
+    doc = load_yaml(path.read_text())
     files = [plain.get(Path(f).name, (path.parent / f).resolve()) for f in doc["rule_files"]]
     out = []
     for i, test in enumerate(doc.get("tests") or []):
@@ -122,7 +123,7 @@ def _interval(test: dict, doc: dict) -> float:
 def _rewired(path: Path, plain: dict[str, Path], tmp: Path, shift: bool = False) -> Path:
     """The user's test file ``path`` reading ``plain`` rule files in place of its own of
     the same names (with ``shift``, each test as ``boundaries.shifted_outcome``)."""
-    doc = yaml.safe_load(path.read_text())
+    doc = load_yaml(path.read_text())
     files = [str(plain.get(Path(f).name, (path.parent / f).resolve())) for f in doc["rule_files"]]
     tests = [edges.shifted_outcome(t, _interval(t, doc)) if shift else t
              for t in doc.get("tests") or []]
