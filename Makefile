@@ -53,19 +53,18 @@ e2e-tools: tools3 ## install prometheus, prometheus-alertmanager and victoria-me
 # The test files that run promtool on whole suites of rendered scenarios: make test's
 # second pytest stage. Every other test file runs in the first.
 PROMTOOL_TESTS := tests/test_promtool.py tests/test_scenarios.py tests/test_starters.py \
-	tests/test_boundaries.py tests/test_late_reads.py tests/test_reference_rules.py \
-	tests/test_megatron_cadence.py tests/test_ci_examples.py
+	tests/test_boundaries.py tests/test_late_reads.py tests/test_megatron_cadence.py
 
 test: $(DOCS_STAMP) tools tools3 ## staleness check, docs build, unit tests, promtool fixtures and scenarios, in timed stages (~12 min on 2 cores)
 	@scripts/stages.sh \
 	  "generated files are current (obsgen check)" "$(BIN)/obsgen check" \
 	  "docs site builds (mkdocs --strict)" "NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q" \
-	  "unit tests" "$(BIN)/pytest -q $(foreach f,$(PROMTOOL_TESTS),--ignore=$(f))" \
-	  "promtool fixtures, scenarios and starters" "$(BIN)/pytest -q $(PROMTOOL_TESTS)"
+	  "+unit tests" "$(BIN)/pytest -q -p no:cacheprovider $(foreach f,$(PROMTOOL_TESTS),--ignore=$(f))" \
+	  "promtool fixtures, scenarios and starters" "$(BIN)/pytest -q -p no:cacheprovider $(PROMTOOL_TESTS)"
 
-long: $(STAMP) tools ## what make test leaves out, fixed seeds (CI runs it): every scenario under --boundaries, 200 examples of each property, 3 random configs' scenarios
+long: $(STAMP) tools ## what make test leaves out for time (CI runs it): every scenario under --boundaries, 3 random configs' scenarios, the fixtures rebuilt from their case tables, the user's CI loop, the reference-rule mutants, 200 examples of each property (fixed seeds)
 	@scripts/stages.sh \
-	  "long tests: --boundaries, random configs' scenarios" "$(BIN)/pytest -q -p no:cacheprovider -m long" \
+	  "+long tests: --boundaries, random configs' scenarios, fixtures from their case tables, the user's CI loop, the reference-rule mutants" "$(BIN)/pytest -q -p no:cacheprovider -m long" \
 	  "properties, 200 examples each" "OBSGEN_EXAMPLES=200 $(BIN)/pytest -q -p no:cacheprovider tests/test_properties.py"
 
 # build (pinned in the dist extra) only for the wheel and the sdist.

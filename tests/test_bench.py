@@ -110,6 +110,7 @@ def test_shards_are_whole_hosts_and_cover_every_rank():
 
 
 @pytest.mark.promtool
+@pytest.mark.long  # a promtool TSDB backfill: make long, CI
 def test_promtool_backfills_the_openmetrics(tiny_text, tmp_path):
     src = tmp_path / "tiny.om"
     src.write_text(tiny_text)

@@ -14,7 +14,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "ci"
 
-pytestmark = pytest.mark.promtool
+pytestmark = [pytest.mark.promtool, pytest.mark.long]  # minutes: make long (CI)
 
 
 def github_steps() -> tuple[dict, list[dict]]:

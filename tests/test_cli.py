@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -106,6 +107,9 @@ def test_obsgen_test_runs_promtool_on_rules_and_fixtures(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"promtool check rules: {len(list((ROOT / 'rules').glob('*.yaml')))} rule files pass" in out
     assert f"ok   {fixtures / 'gradients.yaml'}" in out and "1 passed, 0 failed" in out
+    # it says which promtool ran, its version and how that line's range windows end
+    assert re.search(r"^promtool: \S*promtool \d+\.\d+\.\d+: range windows (open on the left"
+                     r" \(Prometheus 3\)|closed at both ends \(Prometheus 2\))$", out, re.M), out
     (fixtures / "gradients.yaml").write_text(text.replace("signal: grad_norm", "signal: loss", 1))
     assert main(["test", "--out", str(tmp_path), "--fixtures", str(fixtures)]) == 1
 

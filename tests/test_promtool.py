@@ -36,6 +36,7 @@ def missing(what: str) -> None:
     pytest.skip(f"{what} is missing")
 
 
+@pytest.mark.long  # simulates every case's scrapes (about 35 s of one core): make long, CI
 def test_fixtures_are_generated_from_the_case_tables():
     stale = [f for f in build.families()
              if (FIXTURES / f"{f}.yaml").read_text() != build.render_family(f)

@@ -18,7 +18,7 @@ from obsgen import promtool
 
 from .promtool import build
 
-pytestmark = pytest.mark.promtool
+pytestmark = [pytest.mark.promtool, pytest.mark.long]  # minutes: make long (CI)
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -168,11 +168,18 @@ def _families_and_config():
 
 
 @pytest.mark.promtool
+@pytest.mark.parametrize("line", ["2", "3"])
 @pytest.mark.parametrize("family", list(scenarios.FAMILIES))
-def test_obsgens_own_scenarios_pass(family):
+def test_obsgens_own_scenarios_pass(family, line):
+    """The rendered scenarios pass on Debian 12's promtool (2.42) and on the Prometheus 3
+    line's (make tools3)."""
     from obsgen import promtool
+    from tests.test_promtool import LINES, missing, promtools
+    binary = promtools()[line]
+    if not binary:
+        missing(LINES[line])
     result = promtool.test_rules([ROOT / "tests" / "promtool" / f"obsgen-{family}.yaml"],
-                                 cwd=ROOT / "tests" / "promtool")
+                                 cwd=ROOT / "tests" / "promtool", binary=binary)
     assert result.ok, result.output
 
 
