@@ -130,11 +130,15 @@ def cmd_test(args) -> int:
         print(f"{folder}: no promtool test files (render them with scenario_tests.enabled, "
               "or add your own)", file=sys.stderr)
         return 1
-    if args.late_reads and args.boundaries:
-        print("--late-reads and --boundaries: choose one", file=sys.stderr)
+    if sum(map(bool, (args.late_reads, args.boundaries, args.vmalert_tool))) > 1:
+        print("--late-reads, --boundaries and --vmalert-tool: choose one", file=sys.stderr)
         return 2
     outcomes = scenario_run.run(rules, fixtures, cfg, late=args.late_reads,
-                                boundaries=args.boundaries)
+                                boundaries=args.boundaries, vmalert_tool=args.vmalert_tool)
+    if args.vmalert_tool:
+        print("vmalert-tool: obsgen's scenarios on VictoriaMetrics' own evaluator, which reads "
+              "records back from its storage as vmalert does (your own test files are "
+              "promtool's: run them without --vmalert-tool)")
     if args.late_reads:
         print("late reads: obsgen's scenarios on the rules with every record read one "
               "evaluation late (your own test files run without --late-reads)")
@@ -210,6 +214,9 @@ def _test_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--boundaries", action="store_true",
                    help="run every test on left-open windows (Prometheus 3), with inputs half "
                    "an interval late, and both: the same outcomes")
+    p.add_argument("--vmalert-tool", action="store_true",
+                   help="run obsgen's scenarios with VictoriaMetrics' vmalert-tool unittest "
+                   "instead of promtool (for rules evaluated by vmalert)")
 
 
 # name -> (help, add arguments, handler, description with examples). Add a subcommand here.
@@ -249,6 +256,7 @@ examples:
   obsgen test
   obsgen test --late-reads      # records read one evaluation late (vmalert, Thanos, Mimir)
   obsgen test --boundaries      # Prometheus 3's left-open windows, inputs off the grid
+  obsgen test --vmalert-tool    # VictoriaMetrics' own evaluator (vmalert-tool unittest)
   OBSGEN_PROMTOOL=/opt/prometheus-3/promtool obsgen test   # another promtool than PATH's
 """),
     "plan": ("series a job of N ranks creates, to size Prometheus", _plan_args, cmd_plan, """

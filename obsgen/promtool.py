@@ -19,6 +19,8 @@ INSTALL_HINT = {
                 "or put promtool on PATH",
     "vmalert": "install Debian's victoria-metrics package (sudo apt-get install "
                "victoria-metrics) or put vmalert on PATH",
+    "vmalert-tool": "put VictoriaMetrics' vmalert-tool (1.9x and later; Debian unstable's "
+                    "victoria-metrics package ships it) on PATH",
 }
 
 
@@ -116,6 +118,15 @@ def check_rules(paths: list[Path], lint: bool = False, binary: str | None = None
 
 def test_rules(paths: list[Path], cwd: Path | None = None, binary: str | None = None) -> Result:
     return _run([binary or find(), "test", "rules"] + [str(p) for p in paths], cwd=cwd)
+
+
+def vmalert_tool_unittest(path: Path, cwd: Path | None = None) -> Result:
+    """VictoriaMetrics' own rule unit tests on one test file (vmalert-tool starts a
+    VictoriaMetrics of its own on a free port and evaluates as vmalert does). Without the
+    group's name as a label on alerts and records, as promtool writes them (vmalert's
+    default adds it, and asks every alert test for its group)."""
+    return _run([find("vmalert-tool"), "unittest", "--disableAlertgroupLabel",
+                 f"--files={path}"], cwd=cwd)
 
 
 def vmalert_check(paths: list[Path]) -> Result:

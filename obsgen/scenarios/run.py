@@ -147,13 +147,36 @@ def _boundary_todo(plain: dict[str, Path], fixtures: list[Path], tmp: Path):
                 yield f"{path} [{variant}]", _rewired(path, rules, where, shift), path.parent
 
 
+def for_vmalert_tool(path: Path, plain: dict[str, Path], tmp: Path) -> Path:
+    """The test file ``path`` as vmalert-tool reads it: the same format but for
+    ``metricsql_expr_test`` in place of ``promql_expr_test``, reading ``plain`` rules."""
+    doc = load_yaml(path.read_text())
+    files = [str(plain.get(Path(f).name, (path.parent / f).resolve())) for f in doc["rule_files"]]
+    tests = [{("metricsql_expr_test" if k == "promql_expr_test" else k): v for k, v in t.items()}
+             for t in doc.get("tests") or []]
+    out = tmp / f"vmalert-tool-{path.name}"
+    out.write_text(yaml.safe_dump({**doc, "rule_files": files, "tests": tests},
+                                  sort_keys=False, width=1 << 20))
+    return out
+
+
 def run(rules: list[Path], fixtures: list[Path], cfg: Config, jobs: int = 2,
-        late: bool = False, boundaries: bool = False) -> list[Outcome]:
+        late: bool = False, boundaries: bool = False,
+        vmalert_tool: bool = False) -> list[Outcome]:
     """The outcome of every scenario of obsgen's test files and of every other test file
     (``late``: of obsgen's scenarios only, on the rules read late; ``boundaries``: of
-    each in the boundary variants)."""
+    each in the boundary variants; ``vmalert_tool``: of each of obsgen's files as a whole,
+    by vmalert-tool unittest, which reads records late as ``late`` does)."""
     with tempfile.TemporaryDirectory(prefix="obsgen-test-") as tmp:
         plain = plain_rules(rules, cfg, Path(tmp))
+        if vmalert_tool:
+            def one(path: Path) -> Outcome:
+                result = promtool.vmalert_tool_unittest(
+                    for_vmalert_tool(path, plain, Path(tmp)), cwd=Path(tmp))
+                return Outcome(f"{path} [vmalert-tool]", result.ok,
+                               result.output.replace(tmp, "<rules>"))
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                return list(pool.map(one, [f for f in fixtures if ours(f)]))
         delays = None
         if boundaries:
             return _run(list(_boundary_todo(plain, fixtures, Path(tmp))), jobs, tmp)
