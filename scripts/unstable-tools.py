@@ -37,6 +37,8 @@ TOOLS = {
     "promtool": ("promtool", "usr/bin/promtool"),
     "prometheus": ("prometheus", "usr/bin/prometheus"),
     "alertmanager": ("prometheus-alertmanager", "usr/bin/prometheus-alertmanager"),
+    # Debian's name for it, which the e2e harness looks up on PATH
+    "prometheus-alertmanager": ("prometheus-alertmanager", "usr/bin/prometheus-alertmanager"),
     "amtool": ("prometheus-alertmanager", "usr/bin/amtool"),
     "victoria-metrics": ("victoria-metrics", "usr/bin/victoria-metrics"),
     "vmalert": ("victoria-metrics", "usr/bin/vmalert"),

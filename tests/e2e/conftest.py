@@ -14,7 +14,40 @@ from obsgen import config, registry, timescale
 
 from . import expected, harness
 
+# The line of tools the suite runs on: Debian 12's on PATH (Prometheus 2.42, Alertmanager
+# 0.25, VictoriaMetrics 1.79), or those of a folder put first on PATH, such as the one
+# `make e2e-tools` unpacks from Debian's unstable suite (.tools/unstable/bin: Prometheus
+# 3.5, Alertmanager 0.33, VictoriaMetrics 1.145). Subprocesses (promtool, amtool) follow.
+TOOLS_DIR = os.environ.get("OBSGEN_E2E_TOOLS")
+if TOOLS_DIR:
+    os.environ["PATH"] = f"{Path(TOOLS_DIR).resolve()}{os.pathsep}{os.environ['PATH']}"
+
 MISSING = [t for t in ("prometheus", "prometheus-alertmanager", "amtool") if not shutil.which(t)]
+
+
+def pytest_report_header(config):
+    """The packages the live tests run on (Debian's VictoriaMetrics builds print no
+    version of their own)."""
+    import subprocess
+    packages = {"prometheus": "prometheus", "prometheus-alertmanager": "prometheus-alertmanager",
+                "victoria-metrics": "victoria-metrics"}
+    unpacked = {}
+    if TOOLS_DIR and (Path(TOOLS_DIR).resolve().parent / "VERSIONS").exists():
+        text = (Path(TOOLS_DIR).resolve().parent / "VERSIONS").read_text()
+        unpacked = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
+    lines = []
+    for tool, package in packages.items():
+        path = shutil.which(tool)
+        if not path:
+            continue
+        if TOOLS_DIR and Path(path).parent.resolve() == Path(TOOLS_DIR).resolve():
+            version = unpacked.get(package, "?")
+        else:
+            out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package],
+                                 capture_output=True, text=True, timeout=30)
+            version = out.stdout.strip() or "?"
+        lines.append(f"e2e {tool}: {path} ({package} {version})")
+    return lines
 
 
 def pytest_collection_modifyitems(config, items):
