@@ -53,7 +53,7 @@ e2e-tools: tools3 ## install prometheus, prometheus-alertmanager and victoria-me
 # The test files that run promtool on whole suites of rendered scenarios: make test's
 # second pytest stage. Every other test file runs in the first.
 PROMTOOL_TESTS := tests/test_promtool.py tests/test_scenarios.py tests/test_starters.py \
-	tests/test_boundaries.py tests/test_late_reads.py tests/test_megatron_cadence.py
+	tests/test_boundaries.py tests/test_late_reads.py
 
 test: $(DOCS_STAMP) tools tools3 ## staleness check, docs build, unit tests, promtool fixtures and scenarios, in timed stages, unit and promtool side by side (~4 min on 2 cores)
 	@scripts/stages.sh \
@@ -62,7 +62,7 @@ test: $(DOCS_STAMP) tools tools3 ## staleness check, docs build, unit tests, pro
 	  "+unit tests" "$(BIN)/pytest -q -p no:cacheprovider $(foreach f,$(PROMTOOL_TESTS),--ignore=$(f))" \
 	  "promtool fixtures, scenarios and starters" "$(BIN)/pytest -q -p no:cacheprovider $(PROMTOOL_TESTS)"
 
-long: $(STAMP) tools ## what make test leaves out for time (CI runs it): every scenario under --boundaries, 3 random configs' scenarios, the fixtures rebuilt from their case tables, the user's CI loop, the reference-rule mutants, 200 examples of each property (fixed seeds)
+long: $(STAMP) tools ## what make test leaves out for time (CI runs it): every scenario under --boundaries, 3 random configs' scenarios, the fixtures rebuilt from their case tables, the user's CI loop, the reference-rule mutants, Megatron's cadences, 200 examples of each property (fixed seeds)
 	@scripts/stages.sh \
 	  "+long tests: --boundaries, random configs' scenarios, fixtures from their case tables, the user's CI loop, the reference-rule mutants" "$(BIN)/pytest -q -p no:cacheprovider -m long" \
 	  "properties, 200 examples each" "OBSGEN_EXAMPLES=200 $(BIN)/pytest -q -p no:cacheprovider tests/test_properties.py"
@@ -84,7 +84,7 @@ $(DOCS_STAMP): $(STAMP)
 docs: $(DOCS_STAMP) ## build the docs site from docs/ into site/ (--strict: a broken link or anchor fails)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-fuzz: $(STAMP) tools ## property tests with fresh randomness: 5,000 examples each (make test: 25, make long: 200), 40 random configs of rendered scenarios (make long: 3)
+fuzz: $(STAMP) tools ## property tests with fresh randomness: 5,000 examples each (make test: 10, make long: 200), 40 random configs of rendered scenarios (make long: 3)
 	OBSGEN_FUZZ=1 $(BIN)/pytest -q -p no:cacheprovider -m 'not e2e' tests/test_properties.py tests/test_scenario_properties.py
 
 e2e: $(E2E_STAMP) e2e-tools check ## end to end on today's Prometheus 3.5, Alertmanager 0.33, VictoriaMetrics 1.145 (the simulator and PyTorch jobs), the simulator's scenarios again on Debian 12's 2.42

@@ -16,6 +16,8 @@ from obsgen.synth import STALE
 from .megatron_writer import MegatronJob
 from .promtool.support import _minutes, encode, render_template
 
+pytestmark = pytest.mark.long  # minutes of promtool: make long (CI)
+
 MIN = 60.0
 
 

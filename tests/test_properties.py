@@ -4,7 +4,7 @@ is refused with one line per problem, no traceback, and nothing written.
 Configs are generated as text and as bytes (any bytes, and valid configs with bytes put
 in: invalid UTF-8, NUL, YAML syntax, alias bombs, deep nesting, object tags).
 
-`make test` runs 25 examples of each property and `make long` (CI) 200, both derandomized
+`make test` runs 10 examples of each property and `make long` (CI) 200, both derandomized
 so they are repeatable (OBSGEN_EXAMPLES); `make fuzz` runs 5,000 with fresh randomness
 (OBSGEN_FUZZ=1). promtool runs once over the
 rule files of every valid example, after they were all rendered.
@@ -26,7 +26,7 @@ from obsgen.cli import main
 from obsgen.render import MARKER
 
 FUZZ = os.environ.get("OBSGEN_FUZZ") == "1"
-EXAMPLES = 5000 if FUZZ else int(os.environ.get("OBSGEN_EXAMPLES") or 25)
+EXAMPLES = 5000 if FUZZ else int(os.environ.get("OBSGEN_EXAMPLES") or 10)
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=not FUZZ, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 NAMES = registry.alert_names()
