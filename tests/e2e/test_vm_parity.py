@@ -73,6 +73,11 @@ from . import harness, vm
 from .expected import EXPECTED, IDENTITY, MIN, alert, job_id
 
 FACTOR = 20.0
+# Known gap on the newer line (vmalert and VictoriaMetrics 1.145, issue 37): the straggler
+# scenario's Train_Straggler_Persistent fires on Prometheus and never on vmalert, at 20x
+# and at 10x; at 20x the records of the 1m busy means also come and go between
+# evaluations. Expected to fail there (strictly: a pass says the gap closed); 1.79 passes.
+NEWER_VMALERT = vm.has_flag("vmalert", "rule.evalDelay")
 CHOSEN = ("healthy", "megatron", "straggler", "grad-explosion", "nan", "bubble", "rank-loss",
           "restart")
 END = 45 * MIN  # model seconds: the slowest of them (bubble, ``for`` 30m) fires by ~38
@@ -231,7 +236,16 @@ def alerts_of(run: Run, engine: str, job: str) -> set:
     return {a for j, a in run.fired[engine] if j == job}
 
 
-@pytest.mark.parametrize("scenario", CHOSEN)
+GAP = pytest.mark.xfail(NEWER_VMALERT, strict=True, reason="vmalert 1.145 never fires "
+                        "Train_Straggler_Persistent for the straggler scenario (issue 37)")
+
+
+def _chosen() -> list:
+    """CHOSEN, the straggler scenario marked as the newer vmalert's known gap."""
+    return [pytest.param(s, marks=GAP) if s == "straggler" else s for s in CHOSEN]
+
+
+@pytest.mark.parametrize("scenario", _chosen())
 def test_the_same_alerts_fire_on_both_engines(run, scenario):
     job = job_id(scenario)
     prom, vmalert = (alerts_of(run, x, job) for x in ENGINES)
@@ -247,8 +261,9 @@ def test_each_alert_has_the_same_labels_on_both_engines(run, scenario):
         assert prom == vmalert, (a, prom, vmalert)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("scenario", CHOSEN)
+@pytest.mark.parametrize("engine,scenario", [
+    pytest.param(e, s, marks=GAP) if (e, s) == ("vmalert", "straggler") else (e, s)
+    for e in ENGINES for s in CHOSEN])
 def test_only_what_the_scenario_expects_fires(run, scenario, engine):
     job = job_id(scenario)
     got = alerts_of(run, engine, job)

@@ -90,11 +90,23 @@ def vmalert_flags(speed: float, vm_url: str, notifier_url: str) -> list[str]:
     -datasource.queryTimeAlignment at their defaults: vmalert 1.79 sends ``time`` in
     whole seconds, which VictoriaMetrics replaces by now - latency offset for a query of
     the last second, and a bare selector's lookback is -search.maxLookback anyway."""
-    return [f"-datasource.url={vm_url}", f"-remoteWrite.url={vm_url}",
-            f"-remoteRead.url={vm_url}",
-            f"-evaluationInterval={duration(timescale.EVALUATION_INTERVAL / speed)}",
-            f"-remoteWrite.flushInterval={duration(REMOTE_WRITE_FLUSH)}",
-            f"-notifier.url={notifier_url}", "-disableAlertgroupLabel", "-loggerLevel=WARN"]
+    flags = [f"-datasource.url={vm_url}", f"-remoteWrite.url={vm_url}",
+             f"-remoteRead.url={vm_url}",
+             f"-evaluationInterval={duration(timescale.EVALUATION_INTERVAL / speed)}",
+             f"-remoteWrite.flushInterval={duration(REMOTE_WRITE_FLUSH)}",
+             f"-notifier.url={notifier_url}", "-disableAlertgroupLabel", "-loggerLevel=WARN"]
+    if has_flag("vmalert", "rule.evalDelay"):
+        # Newer vmalert (1.145) asks for the data as of ``now - evalDelay`` itself, 30 s by
+        # default: 30 model minutes at 60x. Its help says to set it to VictoriaMetrics'
+        # latency offset, which is what 1.79 got from VictoriaMetrics.
+        flags.append(f"-rule.evalDelay={FIXED['latency_offset']:g}s")
+    return flags
+
+
+def has_flag(tool: str, flag: str) -> bool:
+    """Whether the ``tool`` on PATH knows ``-flag`` (from its -help)."""
+    out = subprocess.run([shutil.which(tool), "-help"], capture_output=True, text=True, timeout=60)
+    return f"-{flag} " in out.stdout + out.stderr
 
 
 @dataclass(frozen=True)
