@@ -64,9 +64,13 @@ def job(request, stack, procs):
         "--slow-rank", SLOW, "--max-seconds", "75"], env=env)
     harness.wait_until(f"{RANKS} ranks of {job_id} scraped", lambda: len(stack.prom.query(
         f'train_world_size{{job_id="{job_id}"}}')) == RANKS, 120, on_fail=lambda: procs.log(name))
-    # the first scrape of every rank, as Prometheus stored it
-    scraped = max(float(s["value"][1]) for s in stack.prom.query(
-        f'min_over_time(timestamp(train_world_size{{job_id="{job_id}"}})[2m:250ms])'))
+    # the first scrape of every rank, as Prometheus stored it: a subquery's steps are
+    # aligned to its resolution, so a scrape newer than the last step shows at the next
+    first = harness.wait_until(f"the first scrape of every rank of {job_id}", lambda: (
+        lambda r: len(r) == RANKS and r)(stack.prom.query(
+            f'min_over_time(timestamp(train_world_size{{job_id="{job_id}"}})[2m:250ms])')),
+        10, on_fail=lambda: procs.log(name))
+    scraped = max(float(s["value"][1]) for s in first)
     harness.wait_until(f"{P} for rank {SLOW} of {job_id}", lambda: stack.prom.query(
         f'ALERTS{{alertname="{P}", alertstate="firing", job_id="{job_id}", rank="{SLOW}"}}'),
         120, on_fail=lambda: procs.log(name))
