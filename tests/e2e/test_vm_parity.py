@@ -76,7 +76,8 @@ FACTOR = 20.0
 # Known gap on the newer line (vmalert and VictoriaMetrics 1.145, issue 37): the straggler
 # scenario's Train_Straggler_Persistent fires on Prometheus and never on vmalert, at 20x
 # and at 10x; at 20x the records of the 1m busy means also come and go between
-# evaluations. Expected to fail there (strictly: a pass says the gap closed); 1.79 passes.
+# evaluations. Expected to fail there (3 runs of 3 here; not strict, so that a run where
+# it fires does not fail CI: the report shows XPASS); 1.79 passes.
 NEWER_VMALERT = vm.has_flag("vmalert", "rule.evalDelay")
 CHOSEN = ("healthy", "megatron", "straggler", "grad-explosion", "nan", "bubble", "rank-loss",
           "restart")
@@ -236,7 +237,7 @@ def alerts_of(run: Run, engine: str, job: str) -> set:
     return {a for j, a in run.fired[engine] if j == job}
 
 
-GAP = pytest.mark.xfail(NEWER_VMALERT, strict=True, reason="vmalert 1.145 never fires "
+GAP = pytest.mark.xfail(NEWER_VMALERT, strict=False, reason="vmalert 1.145 never fires "
                         "Train_Straggler_Persistent for the straggler scenario (issue 37)")
 
 
