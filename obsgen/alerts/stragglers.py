@@ -479,12 +479,7 @@ def newest_mean(c: Ctx) -> str:
     value) returns an ended series to an instant read for the whole lookback; a window of
     one interval and a half holds the newest evaluation, read late or not, lets an ended
     mean go after one more, and bridges one evaluation whose rate window missed a scrape."""
-    return newest(c, c.r(R.busy_mean))
-
-
-def newest(c: Ctx, record: str) -> str:
-    """``record`` as its newest evaluation wrote it (see newest_mean)."""
-    return f"last_over_time({record}[{duration(1.5 * interval(c))}])"
+    return f"last_over_time({c.r(R.busy_mean)}[{duration(1.5 * interval(c))}])"
 
 
 def over_baseline(c: Ctx, mean: str | None = None, baseline: str | None = None) -> str:

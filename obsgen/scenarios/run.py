@@ -123,11 +123,16 @@ def _interval(test: dict, doc: dict) -> float:
 def _rewired(path: Path, plain: dict[str, Path], tmp: Path, shift: bool = False) -> Path:
     """The user's test file ``path`` reading ``plain`` rule files in place of its own of
     the same names (with ``shift``, each test as ``boundaries.shifted_outcome``)."""
+    return _with_tests(path, plain, tmp / path.name, lambda t, doc: (
+        edges.shifted_outcome(t, _interval(t, doc)) if shift else t))
+
+
+def _with_tests(path: Path, plain: dict[str, Path], out: Path, each) -> Path:
+    """The test file ``path`` written to ``out``, reading ``plain`` rule files in place of
+    its own of the same names, each test passed through ``each(test, doc)``."""
     doc = load_yaml(path.read_text())
     files = [str(plain.get(Path(f).name, (path.parent / f).resolve())) for f in doc["rule_files"]]
-    tests = [edges.shifted_outcome(t, _interval(t, doc)) if shift else t
-             for t in doc.get("tests") or []]
-    out = tmp / path.name
+    tests = [each(t, doc) for t in doc.get("tests") or []]
     out.write_text(yaml.safe_dump({**doc, "rule_files": files, "tests": tests},
                                   sort_keys=False, width=1 << 20))
     return out
@@ -150,14 +155,8 @@ def _boundary_todo(plain: dict[str, Path], fixtures: list[Path], tmp: Path):
 def for_vmalert_tool(path: Path, plain: dict[str, Path], tmp: Path) -> Path:
     """The test file ``path`` as vmalert-tool reads it: the same format but for
     ``metricsql_expr_test`` in place of ``promql_expr_test``, reading ``plain`` rules."""
-    doc = load_yaml(path.read_text())
-    files = [str(plain.get(Path(f).name, (path.parent / f).resolve())) for f in doc["rule_files"]]
-    tests = [{("metricsql_expr_test" if k == "promql_expr_test" else k): v for k, v in t.items()}
-             for t in doc.get("tests") or []]
-    out = tmp / f"vmalert-tool-{path.name}"
-    out.write_text(yaml.safe_dump({**doc, "rule_files": files, "tests": tests},
-                                  sort_keys=False, width=1 << 20))
-    return out
+    return _with_tests(path, plain, tmp / f"vmalert-tool-{path.name}", lambda t, doc: {
+        ("metricsql_expr_test" if k == "promql_expr_test" else k): v for k, v in t.items()})
 
 
 def run(rules: list[Path], fixtures: list[Path], cfg: Config, jobs: int = 2,
