@@ -8,7 +8,8 @@ How VictoriaMetrics and vmalert run, with which flags and why: tests/e2e/vm.py.
 Speed. The rules are rendered from the profile of a world 20 times faster than the wall
 clock, not 60 as in the other e2e tests, because VictoriaMetrics 1.79 has delays that do
 not scale (vm.FIXED): an instant query is answered for one second ago (the floor of
--search.latencyOffset), a sample is searchable about a second after it arrives, and a
+-search.latencyOffset), a sample is searchable about a second after it arrives (up to 4 s
+on 1.145, which the harness asks to flush every vm.FORCE_FLUSH instead), and a
 series it has not stored before stays hidden from a selector queried since for up to
 11 s. Every series is new when a job starts, so vmalert sees a job only some 10 s per
 level of recording rules after Prometheus does. At 60x (scrape and evaluation every
@@ -73,12 +74,6 @@ from . import harness, vm
 from .expected import EXPECTED, IDENTITY, MIN, alert, job_id
 
 FACTOR = 20.0
-# Known gap on the newer line (vmalert and VictoriaMetrics 1.145, issue 37): the straggler
-# scenario's Train_Straggler_Persistent fires on Prometheus and never on vmalert, at 20x
-# and at 10x; at 20x the records of the 1m busy means also come and go between
-# evaluations. Expected to fail there (3 runs of 3 here; not strict, so that a run where
-# it fires does not fail CI: the report shows XPASS); 1.79 passes.
-NEWER_VMALERT = vm.has_flag("vmalert", "rule.evalDelay")
 CHOSEN = ("healthy", "megatron", "straggler", "grad-explosion", "nan", "bubble", "rank-loss",
           "restart")
 END = 45 * MIN  # model seconds: the slowest of them (bubble, ``for`` 30m) fires by ~38
@@ -237,16 +232,7 @@ def alerts_of(run: Run, engine: str, job: str) -> set:
     return {a for j, a in run.fired[engine] if j == job}
 
 
-GAP = pytest.mark.xfail(NEWER_VMALERT, strict=False, reason="vmalert 1.145 never fires "
-                        "Train_Straggler_Persistent for the straggler scenario (issue 37)")
-
-
-def _chosen() -> list:
-    """CHOSEN, the straggler scenario marked as the newer vmalert's known gap."""
-    return [pytest.param(s, marks=GAP) if s == "straggler" else s for s in CHOSEN]
-
-
-@pytest.mark.parametrize("scenario", _chosen())
+@pytest.mark.parametrize("scenario", CHOSEN)
 def test_the_same_alerts_fire_on_both_engines(run, scenario):
     job = job_id(scenario)
     prom, vmalert = (alerts_of(run, x, job) for x in ENGINES)
@@ -262,9 +248,7 @@ def test_each_alert_has_the_same_labels_on_both_engines(run, scenario):
         assert prom == vmalert, (a, prom, vmalert)
 
 
-@pytest.mark.parametrize("engine,scenario", [
-    pytest.param(e, s, marks=GAP) if (e, s) == ("vmalert", "straggler") else (e, s)
-    for e in ENGINES for s in CHOSEN])
+@pytest.mark.parametrize("engine,scenario", [(e, s) for e in ENGINES for s in CHOSEN])
 def test_only_what_the_scenario_expects_fires(run, scenario, engine):
     job = job_id(scenario)
     got = alerts_of(run, engine, job)
