@@ -151,7 +151,8 @@ DEFAULTS: dict[str, Any] = {
     "rule_interval": None,
     # Evaluation interval of each family's facts group (job shape and placement, which
     # change only when a job starts: world size, planned steps, pipeline shape, its hosts
-    # and GPUs), never shorter than rule_interval; null records them in the family's group.
+    # and GPUs), never shorter than rule_interval and at most 2m30s (see facts_intervals);
+    # null records them in the family's group.
     "facts_interval": "2m",
     # Evaluation interval of a family's groups where it may be longer than rule_interval:
     # about a fifteenth of the shortest window or `for` its alerts wait on (the bubble, IB
@@ -165,12 +166,13 @@ DEFAULTS: dict[str, Any] = {
     # rule_interval, and null for the whole key evaluates every family at rule_interval.
     "family_intervals": {"pipeline": "1m", "checkpoints": "2m", "gpus": "1m", "fabric": "1m",
                          "recovery": "2m", "nccl": "30s", "stragglers": "30s", "panels": "5m"},
-    # Facts interval of single families where their facts may wait longer than
-    # facts_interval: the straggler family's mesh (each rank's place, the ranks per
-    # position) every 4m, since no rank pages before its stage's warm-up and a spell have
-    # passed. Below the 5m lookback, so a fact never lapses between evaluations; null
-    # (or absent) takes facts_interval.
-    "facts_intervals": {"stragglers": "4m"},
+    # Facts interval of single families, where theirs may differ from facts_interval; at
+    # most 2m30s, half the 5m lookback: a ruler that stamps its records at the start of
+    # their interval (vmalert's eval_alignment, on by default) leaves a fact a whole
+    # interval older than the evaluation that wrote it, and a fact older than the lookback
+    # before the next one drops its ranks from every rule that reads it. Null (or absent)
+    # takes facts_interval.
+    "facts_intervals": {},
     # promtool tests of these rules (obsgen.scenarios), rendered with them and run by `obsgen test`.
     "scenario_tests": {
         # Render them (false: no test files; your own test files are run either way).
@@ -248,6 +250,9 @@ DEFAULTS: dict[str, Any] = {
 
 DEFAULT_PATH = "obsgen.yaml"
 DURATION_RE = re.compile(r"^(?=\d)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
+# The longest facts interval, in seconds: half of the 5m lookback (Prometheus' default, and
+# a bare selector's on VictoriaMetrics under vmalert's 5m step).
+FACTS_MAX = 150.0
 _UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
 
 
@@ -519,6 +524,13 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
         for family, value in (data.get(key) or {}).items():
             if value and seconds(value) <= 0:
                 out.append((f"{key}.{family}", f"must be a duration above zero, got {value!r}"))
+    facts = [("facts_interval", data.get("facts_interval"))] + [
+        (f"facts_intervals.{f}", v) for f, v in (data.get("facts_intervals") or {}).items()]
+    for path, value in facts:
+        if value and seconds(value) > FACTS_MAX:
+            out.append((path, f"must be at most {duration(FACTS_MAX)}, half the 5m lookback, "
+                              f"got {value!r}: vmalert stamps a record at the start of its "
+                              "interval, so a fact would lapse before the next evaluation"))
     for label, value in data.get("selector", {}).items():
         op, text = ("=", value) if isinstance(value, str) else next(iter(value.items()))
         path = f"selector.{label}" if isinstance(value, str) else f"selector.{label}.{op}"

@@ -62,6 +62,14 @@ BAD = {
     "a facts interval of zero is refused": (
         "facts_interval: 0s\n",
         "obsgen.yaml: facts_interval: must be a duration above zero, got '0s'"),
+    "a facts interval longer than half the lookback is refused: on vmalert its facts lapse": (
+        "facts_intervals:\n  stragglers: 4m\n",
+        "obsgen.yaml: facts_intervals.stragglers: must be at most 2m30s, half the 5m lookback, "
+        "got '4m': vmalert stamps a record at the start of its interval, so a fact would lapse "
+        "before the next evaluation"),
+    "the same for every family's facts": (
+        "facts_interval: 3m\n",
+        "obsgen.yaml: facts_interval: must be at most 2m30s, half the 5m lookback"),
     "a facts interval that is no duration says what a duration is": (
         "facts_interval: soon\n",
         "obsgen.yaml: facts_interval: must be a Prometheus duration"),
