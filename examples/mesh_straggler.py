@@ -18,6 +18,7 @@ Train_Straggler_Persistent names the slow GPU alone.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
@@ -40,6 +41,7 @@ def parse(argv=None):
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--steps", type=int, default=100_000)
     p.add_argument("--max-seconds", type=float, default=60.0)
+    p.add_argument("--stop-file", help="stop (every rank, at the same step) once this file exists")
     return p.parse_args(argv)
 
 
@@ -94,7 +96,8 @@ def main(argv=None) -> int:
     started = time.monotonic()
     for step in range(args.steps):
         if step % 20 == 0:
-            stop = torch.tensor([float(time.monotonic() - started > args.max_seconds)])
+            stop = torch.tensor([float(time.monotonic() - started > args.max_seconds or bool(
+                args.stop_file and os.path.exists(args.stop_file)))])
             dist.all_reduce(stop, op=dist.ReduceOp.MAX)
             if stop.item():
                 break

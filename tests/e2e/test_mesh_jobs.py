@@ -26,8 +26,8 @@ from . import harness
 
 P = "Train_Straggler_Persistent"
 # each rank's busy time as the rules record it, in the e2e profile's window
-BUSY = contract.RECORDED["busy_mean"].name.format(
-    **config.load(harness.PROFILE, alert_names=registry.alert_names())["windows"])
+WINDOWS = config.load(harness.PROFILE, alert_names=registry.alert_names())["windows"]
+BUSY = contract.RECORDED["busy_mean"].name.format(**WINDOWS)
 SLOW, RANKS = "3", 4
 JOBS = {  # mesh -> (arguments, the peer that waits for the slow GPU)
     "tp2-dp2": (["--tp", "2"], "2"),
@@ -48,20 +48,43 @@ def per_rank(stack, expr: str) -> dict[str, float]:
     return {s["metric"]["rank"]: float(s["value"][1]) for s in stack.prom.query(expr)}
 
 
+def diagnosis(stack, job_id: str) -> str:
+    """What the straggler rules saw of the job over the last 10 wall seconds (10 model
+    minutes), rank by rank: scrapes stored, and the evaluations each record held at."""
+    sel = f'{{job_id="{job_id}"}}'
+    rows = {"scrapes": f"count_over_time(train_world_size{sel}[10s])"}
+    for kind in ("busy_mean", "straggler_flag", "straggler_unbroken", "straggler_held"):
+        rec = contract.RECORDED[kind].name.format(**WINDOWS)
+        rows[rec] = f"count_over_time({rec}{sel}[10s])"
+    out = []
+    for what, expr in rows.items():
+        try:
+            got = per_rank(stack, expr)
+        except (OSError, ValueError) as exc:
+            got = str(exc)
+        out.append(f"  {what}: {got}")
+    last = per_rank(stack, f"{BUSY}{sel}")
+    out.append(f"  {BUSY} now: { {r: round(v * 1000, 2) for r, v in sorted(last.items())} } ms")
+    return "the last 10 s of the job, per rank:\n" + "\n".join(out)
+
+
 @pytest.fixture(scope="module", params=list(JOBS))
-def job(request, stack, procs):
-    """Run one mesh job until the slow GPU is named, then keep it training a while."""
+def job(request, stack, procs, tmp_path_factory):
+    """Run one mesh job until the slow GPU is named, then keep it training until the
+    module's tests are done: they read its last seconds."""
     mesh = request.param
     args, peer = JOBS[mesh]
     job_id = f"mesh-{mesh}"
+    stop = tmp_path_factory.mktemp(f"mesh-{mesh}") / "stop"
     env = {**os.environ, "OBSGEN_PORT_BASE": "0", "OBSGEN_ADDR": "127.0.0.1",
            "OBSGEN_SD_DIR": str(stack.sd_dir), "OMP_NUM_THREADS": "1"}
     started = time.time()
     name = f"torchrun-{mesh}"
+    # the stop file ends it; --max-seconds only bounds a job whose test died
     proc = procs.start(name, [
         _torchrun(), "--standalone", f"--nproc_per_node={RANKS}",
         str(harness.ROOT / "examples" / "mesh_straggler.py"), "--job-id", job_id, *args,
-        "--slow-rank", SLOW, "--max-seconds", "75"], env=env)
+        "--slow-rank", SLOW, "--max-seconds", "400", "--stop-file", str(stop)], env=env)
     harness.wait_until(f"{RANKS} ranks of {job_id} scraped", lambda: len(stack.prom.query(
         f'train_world_size{{job_id="{job_id}"}}')) == RANKS, 120, on_fail=lambda: procs.log(name))
     # the first scrape of every rank, as Prometheus stored it: a subquery's steps are
@@ -71,13 +94,16 @@ def job(request, stack, procs):
             f'min_over_time(timestamp(train_world_size{{job_id="{job_id}"}})[2m:250ms])')),
         10, on_fail=lambda: procs.log(name))
     scraped = max(float(s["value"][1]) for s in first)
-    harness.wait_until(f"{P} for rank {SLOW} of {job_id}", lambda: stack.prom.query(
-        f'ALERTS{{alertname="{P}", alertstate="firing", job_id="{job_id}", rank="{SLOW}"}}'),
-        120, on_fail=lambda: procs.log(name))
-    named = time.time()
-    time.sleep(20)  # twenty model minutes more of training, named
-    yield {"id": job_id, "peer": peer, "started": started, "scraped": scraped, "named": named,
-           "proc": proc, "name": name}
+    try:
+        harness.wait_until(f"{P} for rank {SLOW} of {job_id}", lambda: stack.prom.query(
+            f'ALERTS{{alertname="{P}", alertstate="firing", job_id="{job_id}", rank="{SLOW}"}}'),
+            120, on_fail=lambda: diagnosis(stack, job_id) + "\n" + procs.log(name))
+        named = time.time()
+        time.sleep(20)  # twenty model minutes more of training, named
+        yield {"id": job_id, "peer": peer, "started": started, "scraped": scraped,
+               "named": named, "proc": proc, "name": name}
+    finally:
+        stop.touch()
     assert proc.wait(120) == 0, procs.log(name)
     procs.procs.pop(name, None)
 
