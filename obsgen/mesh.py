@@ -12,10 +12,14 @@ first rank is 8. Any source of the mesh names a group the same way: Megatron's
 sizes alone (``Mesh.place``), so the same job gets the same labels whichever it uses.
 
 Laying ranks out from the sizes follows Megatron-LM's default order, ``tp-cp-ep-dp-pp``
-(TP varies fastest, then CP, then DP, the pipeline stage slowest; expert parallelism
-splits the data-parallel ranks of a stage into groups of ``ep`` consecutive DP ranks).
-A job laid out otherwise (``--use-tp-pp-dp-mapping``, a custom order) reports its place
-from ``parallel_state`` or its named groups instead.
+(TP varies fastest, then CP, then DP, the pipeline stage slowest). Expert parallelism
+follows Megatron-core's expert grid (``tp-ep-dp-pp``, with the context-parallel ranks
+folded into its data-parallel ones, expert TP equal to TP): an EP group is ``ep``
+consecutive ranks of a TP position's CP x DP ranks, CP varying fastest, so with CP > 1
+its members are first CP peers (megatron-core 0.16.1 under torchrun agrees, see
+tests/e2e/test_megatron_parallel_state.py). A job laid out otherwise
+(``--use-tp-pp-dp-mapping``, a custom order, an expert TP size of its own) reports its
+place from ``parallel_state`` or its named groups instead.
 """
 from __future__ import annotations
 
@@ -62,7 +66,8 @@ class Place:
 
 @dataclass(frozen=True)
 class Mesh:
-    """Sizes of a job's mesh; the world is tp * cp * dp * pp ranks. ``ep`` divides ``dp``."""
+    """Sizes of a job's mesh; the world is tp * cp * dp * pp ranks. ``ep`` divides
+    ``cp * dp``."""
     tp: int = 1
     pp: int = 1
     dp: int = 1
@@ -73,8 +78,8 @@ class Mesh:
         for kind in KINDS:
             if getattr(self, kind) < 1:
                 raise ValueError(f"{kind} size must be >= 1, got {getattr(self, kind)}")
-        if self.dp % self.ep:
-            raise ValueError(f"ep ({self.ep}) must divide dp ({self.dp})")
+        if (self.cp * self.dp) % self.ep:
+            raise ValueError(f"ep ({self.ep}) must divide cp*dp ({self.cp * self.dp})")
 
     @classmethod
     def of_world(cls, world: int, *, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1) -> "Mesh":
@@ -94,7 +99,7 @@ class Mesh:
         tp, rest = rank % self.tp, rank // self.tp
         cp, rest = rest % self.cp, rest // self.cp
         dp, pp = rest % self.dp, rest // self.dp
-        return {"tp": tp, "cp": cp, "dp": dp, "pp": pp, "ep": dp % self.ep}
+        return {"tp": tp, "cp": cp, "dp": dp, "pp": pp, "ep": (cp + self.cp * dp) % self.ep}
 
     def rank_of(self, tp: int = 0, cp: int = 0, dp: int = 0, pp: int = 0) -> int:
         return tp + self.tp * (cp + self.cp * (dp + self.dp * pp))
@@ -103,9 +108,10 @@ class Mesh:
         """The global ranks of ``rank``'s group of ``kind``, in group order."""
         c = self.coords(rank)
         at = {k: c[k] for k in ("tp", "cp", "dp", "pp")}
-        if kind == "ep":
-            first = c["dp"] - c["ep"]
-            return tuple(self.rank_of(**{**at, "dp": first + i}) for i in range(self.ep))
+        if kind == "ep":  # consecutive in the expert grid's DP, CP x DP with CP fastest
+            first = c["cp"] + self.cp * c["dp"] - c["ep"]
+            return tuple(self.rank_of(**{**at, "cp": x % self.cp, "dp": x // self.cp})
+                         for x in range(first, first + self.ep))
         size = getattr(self, kind)
         return tuple(self.rank_of(**{**at, kind: i}) for i in range(size))
 

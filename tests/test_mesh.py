@@ -25,6 +25,12 @@ LAYOUTS = {
     "EP splits a stage's DP ranks into groups of ep consecutive replicas": (
         Mesh(tp=2, dp=4, ep=2), 6, {"tp": 0, "cp": 0, "dp": 3, "pp": 0, "ep": 1},
         {"ep": (4, 6), "dp": (0, 2, 4, 6), "tp": (6, 7)}),
+    "with CP, EP groups take CP peers first, as megatron-core 0.16.1's expert grid does": (
+        Mesh(tp=2, cp=2, dp=2, ep=2), 2, {"tp": 0, "cp": 1, "dp": 0, "pp": 0, "ep": 1},
+        {"ep": (0, 2), "cp": (0, 2), "dp": (2, 6), "tp": (2, 3)}),
+    "EP across CP and DP: CP=2 / DP=2 / EP=4 is one expert group per TP position": (
+        Mesh(tp=2, cp=2, dp=2, ep=4), 6, {"tp": 0, "cp": 1, "dp": 1, "pp": 0, "ep": 3},
+        {"ep": (0, 2, 4, 6), "cp": (4, 6), "dp": (2, 6)}),
 }
 
 
@@ -50,8 +56,8 @@ def test_a_place_names_each_group_by_its_lowest_rank_from_any_source():
 
 
 @pytest.mark.parametrize("bad,why", [
-    (dict(tp=0), "tp size must be >= 1"), (dict(dp=3, ep=2), "ep \\(2\\) must divide dp"),
-], ids=["a size of zero", "ep that does not divide dp"])
+    (dict(tp=0), "tp size must be >= 1"), (dict(dp=3, ep=2), "ep \\(2\\) must divide cp\\*dp \\(3\\)"),
+], ids=["a size of zero", "ep that does not divide cp*dp"])
 def test_a_mesh_that_cannot_be_is_refused(bad, why):
     with pytest.raises(ValueError, match=why):
         Mesh(**bad)
