@@ -10,6 +10,7 @@ those VictoriaMetrics cannot scale are listed in ``FIXED``.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -117,9 +118,10 @@ def vmalert_flags(speed: float, vm_url: str, notifier_url: str) -> list[str]:
 
 
 def has_flag(tool: str, flag: str) -> bool:
-    """Whether the ``tool`` on PATH knows ``-flag`` (from its -help)."""
+    """Whether the ``tool`` on PATH knows ``-flag``: a line of its -help that starts with
+    it (a boolean flag's line holds nothing else; a mention in another's text does not count)."""
     out = subprocess.run([shutil.which(tool), "-help"], capture_output=True, text=True, timeout=60)
-    return f"-{flag} " in out.stdout + out.stderr
+    return re.search(rf"^\s+-{re.escape(flag)}(\s|$)", out.stdout + out.stderr, re.M) is not None
 
 
 @dataclass(frozen=True)
