@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 
 # torch (CPU wheel, pinned in the torch extra) only for e2e and bench: make test stays light.
 $(E2E_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,torch,dist,megatron]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,torch,dist,megatron,otel]'
 	@touch $@
 
 render: $(STAMP) tools ## render rules/ and docs/ from the definitions and obsgen.yaml (if present)
