@@ -66,7 +66,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                "those, and keep its per-step histogram with metrics: {train_step_seconds: "
                "train_step_seconds}: it needs no megatron_log_interval, answers within the "
                "progress window instead of log-interval times it, and carries the stage label "
-               "the pipeline family groups by, which Megatron's series lack",
+               "the pipeline family groups by, which Megatron's series lack. Not a NaN: the "
+               "OTel Python SDK drops a non-finite gauge value and keeps exporting the last "
+               "finite one (make e2e shows it on the OTLP path), so Train_GradientNonFinite "
+               "needs obsgen.instrument's tel.grad_norm() and tel.loss() beside it",
         checked="NeMo Lens v0.2.0 and v0.1.0 (providers.py: the resource attribute dl.rank; "
                 "handle.py: the run id fallback; strategies.py) and Megatron-LM main at "
                 "d98e8a6 (2026-08-22; training.py records once per --log-interval and at "
