@@ -66,7 +66,7 @@ def test_one_rule_file_per_family_in_registry_order():
 
 def test_facts_have_their_own_group_at_the_facts_interval_and_nothing_else_does():
     """A family's facts (job shape and placement) go to obsgen-<family>-facts at
-    facts_interval (the straggler mesh at its facts_intervals entry), after the family's
+    facts_interval (or its family's facts_intervals entry, when it has one), after the family's
     group; its signals and alerts stay at
     rule_interval (or their family's interval). With facts_interval null, every family is
     one group as before."""
