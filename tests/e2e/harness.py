@@ -36,6 +36,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "e2e" / "obsgen-e2e.yaml"
 
 
+def torchrun() -> str:
+    """torchrun beside this Python (the venv's), else the one on PATH."""
+    here = Path(sys.executable).with_name("torchrun")
+    return str(here) if here.exists() else shutil.which("torchrun")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

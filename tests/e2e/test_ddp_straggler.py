@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
-import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +22,6 @@ from . import harness
 
 JOB, SLOW, RANKS = "ddp-e2e", "2", 4
 P = "Train_Straggler_Persistent"
-TORCHRUN = Path(sys.executable).with_name("torchrun")
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None and os.environ.get("CI") != "true",
@@ -50,7 +46,7 @@ def ddp(stack, procs, tmp_path_factory):
            "OBSGEN_SD_DIR": str(stack.sd_dir), "OMP_NUM_THREADS": "1"}
     started = time.time()
     proc = procs.start("torchrun", [
-        str(TORCHRUN if TORCHRUN.exists() else shutil.which("torchrun")), "--standalone",
+        harness.torchrun(), "--standalone",
         f"--nproc_per_node={RANKS}", str(harness.ROOT / "examples" / "ddp_straggler.py"),
         "--job-id", JOB, "--slow-rank", SLOW, "--slow-ms", "20", "--steps", "1500", "--max-seconds", "200",
         "--checkpoint-every", "8", "--checkpoint-dir", str(tmp)], env=env)

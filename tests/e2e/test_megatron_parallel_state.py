@@ -14,9 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
-import sys
 
 import pytest
 
@@ -39,18 +37,13 @@ LABELS = ("stage", "tp_rank", "cp_rank", "ep_rank", "dp_rank",
           "tp_group", "cp_group", "ep_group", "dp_group", "pp_group")
 
 
-def _torchrun() -> str:
-    here = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    return here if os.path.exists(here) else shutil.which("torchrun")
-
-
 @pytest.fixture(scope="module", params=list(MESHES), ids=list(MESHES))
 def ranks(request, tmp_path_factory) -> dict[int, dict]:
     """What each rank wrote: Megatron's answers and the place it published."""
     sizes = MESHES[request.param]
     out = tmp_path_factory.mktemp("megatron-place")
     r = subprocess.run(
-        [_torchrun(), "--standalone", f"--nproc_per_node={RANKS}",
+        [harness.torchrun(), "--standalone", f"--nproc_per_node={RANKS}",
          str(harness.ROOT / "tests" / "e2e" / "fixtures" / "megatron_place.py"), str(out),
          *map(str, sizes)],
         capture_output=True, text=True, timeout=300, cwd=harness.ROOT,

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
-import sys
 import time
 
 import pytest
@@ -37,11 +35,6 @@ JOBS = {  # mesh -> (arguments, the peer that waits for the slow GPU)
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None and os.environ.get("CI") != "true",
     reason="torch not installed: `make e2e` installs obsgen[torch]")
-
-
-def _torchrun() -> str:
-    here = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    return here if os.path.exists(here) else shutil.which("torchrun")
 
 
 def per_rank(stack, expr: str) -> dict[str, float]:
@@ -82,7 +75,7 @@ def job(request, stack, procs, tmp_path_factory):
     name = f"torchrun-{mesh}"
     # the stop file ends it; --max-seconds only bounds a job whose test died
     proc = procs.start(name, [
-        _torchrun(), "--standalone", f"--nproc_per_node={RANKS}",
+        harness.torchrun(), "--standalone", f"--nproc_per_node={RANKS}",
         str(harness.ROOT / "examples" / "mesh_straggler.py"), "--job-id", job_id, *args,
         "--slow-rank", SLOW, "--max-seconds", "400", "--stop-file", str(stop)], env=env)
     harness.wait_until(f"{RANKS} ranks of {job_id} scraped", lambda: len(stack.prom.query(

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import subprocess
 import sys
 import time
 
 import pytest
-import yaml
 
 from obsgen import timescale
 
@@ -46,37 +43,20 @@ def otlp(procs, tmp_path_factory):
             pytest.fail(message)
         pytest.skip(message)
     tmp = tmp_path_factory.mktemp("otlp")
-    profile = yaml.safe_load(timescale.profile_yaml(FACTOR))
-    profile.update(presets=["megatron-otel"], megatron_log_interval=25)
-    (tmp / "obsgen.yaml").write_text(yaml.safe_dump(profile))
-    r = subprocess.run([sys.executable, "-m", "obsgen", "render", "--config",
-                        str(tmp / "obsgen.yaml"), "--out", str(tmp / "render")],
-                       capture_output=True, text=True, cwd=harness.ROOT)
-    assert r.returncode == 0, r.stdout + r.stderr
-    port, alert_port = harness.free_port(), harness.free_port()
-    procs.start("otlp-victoria-metrics", [
-        shutil.which("victoria-metrics"), f"-storageDataPath={tmp / 'vm-data'}",
-        f"-httpListenAddr=127.0.0.1:{port}", "-opentelemetry.usePrometheusNaming",
-        *vm.victoria_metrics_flags(FACTOR)])
-    store = harness.Prometheus(f"http://127.0.0.1:{port}")
-    harness.wait_until("victoria-metrics ready", lambda: harness.get(f"{store.url}/health"),
-                       60, on_fail=lambda: procs.log("otlp-victoria-metrics"))
-    flusher, sink = vm.Flusher(store.url), harness.Webhook()
-    procs.start("otlp-vmalert", [
-        shutil.which("vmalert"), f"-rule={tmp / 'render' / 'rules' / '*.yaml'}",
-        f"-httpListenAddr=127.0.0.1:{alert_port}",
-        *vm.vmalert_flags(FACTOR, store.url, sink.start())])
-    ruler = harness.Prometheus(f"http://127.0.0.1:{alert_port}")
-    harness.wait_until("vmalert ready", lambda: harness.get(f"{ruler.url}/health"), 60,
-                       on_fail=lambda: procs.log("otlp-vmalert"))
-    started = time.time()
-    for run, fault in RUNS.items():
-        procs.start(run, [sys.executable, str(harness.ROOT / "tests" / "e2e" / "fixtures" /
-                                              "megatron_otel.py"),
-                          f"{store.url}/opentelemetry/v1/metrics", run, str(RANKS), str(EXPORT),
-                          str(LOG), fault, str(FAULT), str(END)])
-    fired: dict[str, set] = {run: set() for run in RUNS}
+    vm.render(tmp, FACTOR, {"presets": ["megatron-otel"], "megatron_log_interval": 25})
+    flushers, sink = [], harness.Webhook()
     try:
+        store = vm.start_victoria_metrics(procs, "otlp-victoria-metrics", tmp, FACTOR, flushers,
+                                          "-opentelemetry.usePrometheusNaming")
+        ruler = vm.start_vmalert(procs, "otlp-vmalert", tmp / "render" / "rules", FACTOR,
+                                 store.url, sink.start())
+        started = time.time()
+        for run, fault in RUNS.items():
+            procs.start(run, [sys.executable, str(harness.ROOT / "tests" / "e2e" / "fixtures" /
+                                                  "megatron_otel.py"),
+                              f"{store.url}/opentelemetry/v1/metrics", run, str(RANKS),
+                              str(EXPORT), str(LOG), fault, str(FAULT), str(END)])
+        fired: dict[str, set] = {run: set() for run in RUNS}
         while time.time() < started + END + 5 * MIN:
             for a in ruler.alerts():
                 if a["state"] == "firing" and a["labels"].get("nemo_run_id") in fired:
@@ -87,7 +67,8 @@ def otlp(procs, tmp_path_factory):
         yield {"store": store, "fired": fired, "started": started,
                "log": lambda: "\n".join(procs.log(n) for n in (*RUNS, "otlp-vmalert"))}
     finally:
-        flusher.stop()
+        for f in flushers:
+            f.stop()
         sink.stop()
         for name in (*RUNS, "otlp-vmalert", "otlp-victoria-metrics"):
             procs.stop(name)

@@ -60,13 +60,15 @@ def missing() -> list[str]:
     return [b for b in BINARIES if not shutil.which(b)]
 
 
-def render(out: Path, factor: float) -> Path:
-    """Rules rendered into ``out/render`` from the time-scaled profile of ``factor``: the
-    committed e2e profile when it is that one, otherwise one written by obsgen.timescale."""
+def render(out: Path, factor: float, extra: dict | None = None) -> Path:
+    """Rules rendered into ``out/render`` from the time-scaled profile of ``factor`` (and
+    the config keys of ``extra``): the committed e2e profile when it is that one, otherwise
+    one written by obsgen.timescale."""
     profile = harness.PROFILE
-    if timescale.check(config.load(profile, alert_names=registry.alert_names())) != factor:
+    if extra or timescale.check(config.load(profile, alert_names=registry.alert_names())) != factor:
         profile = out / "profile.yaml"
-        profile.write_text(timescale.profile_yaml(factor))
+        profile.write_text(yaml.safe_dump({**yaml.safe_load(timescale.profile_yaml(factor)),
+                                           **(extra or {})}))
     r = subprocess.run([sys.executable, "-m", "obsgen", "render", "--config", str(profile),
                         "--out", str(out / "render")], capture_output=True, text=True,
                        cwd=harness.ROOT)
@@ -161,6 +163,32 @@ class Flusher:
         self.thread.join(5)
 
 
+def start_victoria_metrics(procs: harness.Processes, name: str, tmp: Path, factor: float,
+                           flushers: list[Flusher], *flags: str) -> harness.Prometheus:
+    """A VictoriaMetrics single node storing into ``tmp/vm-data`` with the scaled flags and
+    ``flags``, once it answers; its Flusher is appended to ``flushers`` to stop."""
+    url = f"http://127.0.0.1:{harness.free_port()}"
+    procs.start(name, [shutil.which("victoria-metrics"), f"-storageDataPath={tmp / 'vm-data'}",
+                       f"-httpListenAddr={url.removeprefix('http://')}", *flags,
+                       *victoria_metrics_flags(factor)])
+    harness.wait_until(f"{name} ready", lambda: harness.get(f"{url}/health", timeout=2), 60,
+                       on_fail=lambda: procs.log(name))
+    flushers.append(Flusher(url))
+    return harness.Prometheus(url)
+
+
+def start_vmalert(procs: harness.Processes, name: str, rules_dir: Path, factor: float,
+                  vm_url: str, notifier_url: str) -> harness.Prometheus:
+    """vmalert on ``vm_url`` evaluating every rule file of ``rules_dir``, once it answers."""
+    url = f"http://127.0.0.1:{harness.free_port()}"
+    procs.start(name, [shutil.which("vmalert"), f"-rule={rules_dir / '*.yaml'}",
+                       f"-httpListenAddr={url.removeprefix('http://')}",
+                       *vmalert_flags(factor, vm_url, notifier_url)])
+    harness.wait_until(f"{name} ready", lambda: harness.get(f"{url}/health", timeout=2), 60,
+                       on_fail=lambda: procs.log(name))
+    return harness.Prometheus(url)
+
+
 @dataclass
 class Engines:
     """The simulator and the two engines that scrape it, by their APIs."""
@@ -219,7 +247,7 @@ def _start(procs: harness.Processes, tmp: Path, factor: float, scenarios: list[s
     sim_url = f"http://127.0.0.1:{port_file.read_text().strip()}"
     scrape = scrape_config(factor, sd)
 
-    prom_port, vm_port, vmalert_port = harness.free_port(), harness.free_port(), harness.free_port()
+    prom_port = harness.free_port()
     doc = promconfig.config(None, factor, sorted(str(p) for p in rules_dir.glob("*.yaml")))
     doc["scrape_configs"] = scrape["scrape_configs"]
     (tmp / "prometheus.yaml").write_text(yaml.safe_dump(doc))
@@ -232,21 +260,9 @@ def _start(procs: harness.Processes, tmp: Path, factor: float, scenarios: list[s
                        60, on_fail=lambda: procs.log(prom_name))
 
     (tmp / "scrape.yaml").write_text(yaml.safe_dump(scrape))
-    procs.start(vm_name, [
-        shutil.which("victoria-metrics"), f"-storageDataPath={tmp / 'vm-data'}",
-        f"-httpListenAddr=127.0.0.1:{vm_port}", f"-promscrape.config={tmp / 'scrape.yaml'}",
-        *victoria_metrics_flags(factor)])
-    vm = harness.Prometheus(f"http://127.0.0.1:{vm_port}")
-    harness.wait_until("victoria-metrics ready", lambda: harness.get(f"{vm.url}/health", timeout=2),
-                       60, on_fail=lambda: procs.log(vm_name))
-    flushers.append(Flusher(vm.url))
-
-    procs.start(vmalert_name, [
-        shutil.which("vmalert"), f"-rule={rules_dir / '*.yaml'}",
-        f"-httpListenAddr=127.0.0.1:{vmalert_port}", *vmalert_flags(factor, vm.url, sink.start())])
-    vmalert = harness.Prometheus(f"http://127.0.0.1:{vmalert_port}")
-    harness.wait_until("vmalert ready", lambda: harness.get(f"{vmalert.url}/health", timeout=2), 60,
-                       on_fail=lambda: procs.log(vmalert_name))
+    vm = start_victoria_metrics(procs, vm_name, tmp, factor, flushers,
+                                f"-promscrape.config={tmp / 'scrape.yaml'}")
+    vmalert = start_vmalert(procs, vmalert_name, rules_dir, factor, vm.url, sink.start())
 
     status = harness.wait_until("the first scrape", lambda: (lambda s: s["wall0"] and s)(
         json.loads(harness.get(f"{sim_url}/status"))), 60, on_fail=lambda: procs.log(sim))
