@@ -40,10 +40,14 @@ from . import dashboards, harness
 JOB, LATE, LATE_NODE = "nccl-e2e", "5", "gpu-node-001"
 LA = "Train_Straggler_LateArrival"
 FRACTION = config.defaults()["thresholds"]["late_arrival_fraction"]  # the profile keeps it
+LEAST = config.defaults()["thresholds"]["late_arrival_min_collectives"]  # in the ratio's window
 OPS = {"ep": "AllGather", "dp": "AllReduce"}
 ONSET = 20.0  # wall seconds after the first scrape until rank 5 turns late (model minutes)
 LATE_US = 3000.0
-TICK, STEPS = 0.1, 3  # 30 recorded collectives per communicator and wall second
+# collectives per communicator and wall second: twice the LEAST a late-arrival ratio needs
+# in its window (1 model minute: 1 wall second); written every TICK as many as are due, so
+# a writer starved of the CPU for a moment catches up instead of falling under LEAST
+RATE, TICK = 2 * LEAST, 0.1
 RANKS = 16
 OFFSETS = {"gpu-node-000": 15_000.0, "gpu-node-001": -20_000.0,  # host clocks, microseconds
            "gpu-node-003": 7_000.0}
@@ -58,14 +62,15 @@ def node_of(rank: str) -> str:
 
 
 class Writer(threading.Thread):
-    """The training job: STEPS collectives on every communicator every TICK seconds,
-    appended to the ranks' dump files; rank 5 late from ``onset_at`` (wall time) on."""
+    """The training job: RATE collectives per second on every communicator, appended to
+    the ranks' dump files every TICK seconds; rank 5 late from ``onset_at`` (wall time) on."""
 
     def __init__(self, job: InspectorJob, dump: Path):
         super().__init__(name="inspector-job", daemon=True)
         self.job, self.dump = job, dump
         self.truth = Truth()
         self.step = 0
+        self.started: float | None = None
         self.onset_at: float | None = None
         self.onset: float | None = None  # wall time of the first late collective
         self.error: BaseException | None = None
@@ -75,8 +80,13 @@ class Writer(threading.Thread):
         if self.onset is None and self.onset_at is not None and time.time() >= self.onset_at:
             self.job.late = {int(LATE): LATE_US}
             self.onset = time.time()
-        self.job.run(self.dump, STEPS, start_step=self.step, truth=self.truth, ops=OPS)
-        self.step += STEPS
+        now = time.monotonic()
+        self.started = self.started or now
+        due = int((now - self.started) * RATE) + 1 - self.step  # one at the start
+        if due <= 0:
+            return
+        self.job.run(self.dump, due, start_step=self.step, truth=self.truth, ops=OPS)
+        self.step += due
 
     def run(self) -> None:
         try:
@@ -105,14 +115,30 @@ def ratios(stack) -> str:
                                                f'last_arrival:.*", job_id="{JOB}"}}'))
 
 
-def diagnosis(stack, port: int, procs) -> str:
-    """What a missed LateArrival leaves to read: the ratios, the series Prometheus holds
-    for the job by name, the exporter's own counters, and its log."""
-    names = stack.prom.query(f'count by (__name__) ({{job_id="{JOB}", __name__=~"nccl_.*|obsgen_nccl_.*"}})')
+def diagnosis(stack, port: int, procs, writer: Writer) -> str:
+    """What a missed LateArrival leaves to read: the writer's pace, the scrapes of the last
+    10 s, the aligned collectives a ratio needs, the ratios, the series Prometheus holds for
+    the job by name, the rule group's last evaluation, the exporter's own counters and log."""
+    def one(expr: str) -> str:
+        return ", ".join(f"{s['metric'].get('group', '')} {s['value'][1]}".strip()
+                         for s in stack.prom.query(expr))
+
+    pace = writer.step / (time.monotonic() - writer.started) if writer.started else 0.0
+    scrape, job = f'job="{harness.NCCL_SCRAPE_JOB}"', f'job_id="{JOB}"'
+    per_window = 60 / stack.speed  # the ratio's 1m in wall seconds
+    names = stack.prom.query(f'count by (__name__) ({{{job}, __name__=~"nccl_.*|obsgen_nccl_.*"}})')
+    groups = [g for g in stack.prom.api("rules")["groups"] if g["name"] == "obsgen-nccl"]
     served = [line for line in harness.get(f"http://127.0.0.1:{port}/metrics", timeout=2).decode()
-              .splitlines() if line.startswith("obsgen_nccl_")][:20]
-    return (f"ratios:\n{ratios(stack)}\nseries by name: "
+              .splitlines() if line.startswith("obsgen_nccl_") and "unrecorded" not in line][:20]
+    return (f"writer: {writer.step} collectives per communicator, {pace:.1f}/s (RATE {RATE})\n"
+            f"scrapes of the last 10 s: {one(f'count_over_time(up{{{scrape}}}[10s])')} up, "
+            f"{one(f'max_over_time(scrape_duration_seconds{{{scrape}}}[10s])')} s at most\n"
+            f"aligned per ratio window over the last 5 s, the least rank by group ({LEAST} needed): "
+            f"{one(f'min by (group) (rate(nccl_collective_aligned_total{{{job}}}[5s])) * {per_window:g}')}\n"
+            f"ratios:\n{ratios(stack)}\nseries by name: "
             f"{ {s['metric'].get('__name__'): s['value'][1] for s in names} }\n"
+            f"obsgen-nccl's last evaluation and its seconds: "
+            f"{[(g.get('lastEvaluation'), g.get('evaluationTime')) for g in groups]}\n"
             "exporter:\n" + "\n".join(served) + f"\n{procs.log('nccl-exporter')}")
 
 
@@ -148,7 +174,7 @@ def sidecar(stack, procs, tmp_path_factory):
         writer.onset_at = up + ONSET
         harness.wait_until(f"{LA} for rank {LATE} in both its groups", lambda: {
             (LA, LATE, g) for g in OPS} <= firing(stack, time.time() - up), ONSET + 45,
-            on_fail=lambda: diagnosis(stack, port, procs))
+            on_fail=lambda: diagnosis(stack, port, procs, writer))
         # both alerts share a notification group (alert, job): the second one follows at the
         # next group_interval
         harness.wait_until("Alertmanager's notifications", lambda: set(OPS) <= {
