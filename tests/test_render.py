@@ -278,22 +278,26 @@ NEWEST_MEAN = {
 
 @pytest.mark.parametrize("change,window", NEWEST_MEAN.values(), ids=NEWEST_MEAN.keys())
 def test_the_straggler_flag_reads_each_ranks_newest_mean(change, window):
-    """The flag reads the busy means as their newest evaluation wrote them: within one and
-    a half of the family's intervals, so a record read one evaluation late is still there
-    and an ended one is gone after one more; and flags only the ranks scraped within that
-    window (one missed scrape does not end a rank)."""
+    """The flag, the baseline and the hold read the busy means as their newest evaluation
+    wrote them: within one and a half of the family's intervals, so a record read one
+    evaluation late is still there and an ended one is gone after one more. Only the mean
+    reads the raw counts, to record only the ranks scraped within that window (one missed
+    scrape does not end a rank); the hold keeps a page for the ranks with a recent mean,
+    and through a stop of the whole job, whose baseline of the same means ends with them."""
     data = copy.deepcopy(config.DEFAULTS)
     data.update(change)
     text = pipeline.render_all(config.Config(data, "(test)"))["rules/stragglers.yaml"]
-    flag = next(r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"]
-                if r.get("record") == "job_rank:train_straggler:flag1m")
-    reads = re.findall(r"last_over_time\(job_rank:train_busy_seconds:mean1m\[([0-9a-z]+)\]\)", flag)
-    assert reads == [window] * 3
-    # every read of the means goes through the window: an instant read lingers on a
-    # ruler that loses staleness markers
-    assert flag.count("job_rank:train_busy_seconds:mean1m") == 3
-    # one read of the compute count, after the threshold and the stage's warm-up
-    assert flag.count("train_compute_seconds_count") == 1
-    assert re.search(r"> 1\.07\nand on \(job_id, stage\) job_stage:train_straggler:settled5m\n"
-                     rf"and on \(job_id, rank, stage, node\) present_over_time\(train_compute_seconds_count\[{window}\]\)$",
-                     flag)
+    rules = {r.get("record"): r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"]}
+    read = r"last_over_time\(job_rank:train_busy_seconds:mean1m\[([0-9a-z]+)\]\)"
+    mean = "job_rank:train_busy_seconds:mean1m"
+    for name, reads in (("job_rank:train_straggler:flag1m", 3),
+                        ("job_stage:train_busy_seconds:baseline1m", 2),
+                        ("job_rank:train_straggler:held12m", 1)):
+        assert re.findall(read, rules[name]) == [window] * reads, name
+        # every read of the means goes through the window: an instant read lingers on a
+        # ruler that loses staleness markers
+        assert rules[name].count(mean) == reads, name
+        assert "train_compute_seconds" not in rules[name], name
+    assert re.search(r"> 1\.07\nand on \(job_id, stage\) job_stage:train_straggler:settled5m$",
+                     rules["job_rank:train_straggler:flag1m"])
+    assert rules[mean].count(f"present_over_time(train_compute_seconds_count[{window}])") == 1

@@ -234,8 +234,10 @@ def build(c: Ctx) -> Family:
             and {live(c)}
         """)),
         # The rest of the stage: its slowest rank left out, so a slow rank is never part of
-        # what it is compared with (a stage of one has no baseline and is not judged).
-        Record(c.rname(R.busy_baseline), expr(baseline_of(c))),
+        # what it is compared with (a stage of one has no baseline and is not judged). Of
+        # the newest means, the flag's baseline: a range read of a record also costs less
+        # than an instant one, which looks back through the whole lookback.
+        Record(c.rname(R.busy_baseline), expr(baseline_of(c, newest_mean(c)))),
         # A stage is judged once its baseline has been recorded through the warm-up window
         # (one evaluation may be missing): after a start or a restart gap, warm-up and
         # compilation are over, and a restart gap is never a rank that recovered.
@@ -247,12 +249,13 @@ def build(c: Ctx) -> Family:
         # record one evaluation late, and after a restart on new hosts the old hosts'
         # baseline would divide the new ones' warm-up. The means are their newest
         # evaluation (newest_mean), which also bridges one evaluation whose window missed a
-        # scrape.
+        # scrape. No read of the raw counts: a mean is recorded only for a rank scraped
+        # within the window (live), so its newest evaluation ends one and a half
+        # intervals after the rank's.
         Record(c.rname(R.straggler_flag),
                f"{over_baseline(c, newest_mean(c), baseline_of(c, newest_mean(c)))} "
                f"> {c.t('straggler_ratio')}\n"
-               f"and {c.on(*stage)} {settled}\n"
-               f"and {live(c)}"),
+               f"and {c.on(*stage)} {settled}"),
         # Straggling without a break for a spell and the rate window: a slowdown shorter
         # than a spell is flagged for less than that (the window remembers it one window).
         Record(c.rname(R.straggler_unbroken), persistence.unbroken(
@@ -289,8 +292,11 @@ def build(c: Ctx) -> Family:
               )
             )
         """)),
+        # Held for the ranks whose newest mean is recent (the mean reads the rank's live
+        # scrapes) and through a stop of the whole job (its baseline, of the same newest
+        # means, ends with the last of them: no evaluation between the two).
         Record(c.rname(R.straggler_held), persistence.held(
-            c, c.r(R.straggler_page), c.w("straggler_hold"), live(c),
+            c, c.r(R.straggler_page), c.w("straggler_hold"), f"{c.on(*rank)} {newest_mean(c)}",
             f"{c.on(L.job_id)} {c.r(R.busy_baseline)}")),
         # The mesh as facts (they change only when a job starts or resizes): each rank's
         # place, and how many ranks of a stage sit at each position of its groups. The
