@@ -4,13 +4,13 @@ The full scale benchmark (``make bench-scale``) builds every family's inputs and
 most of an hour at 16,384 ranks. When a change touches one family, this builds a TSDB of
 only the series that family's groups read, now and before (the same generator,
 ``benchmarks/stream.py``), records their recorded series over the job's history as the
-full run does, and times per group the sum of its rules' median evaluation times
-(Prometheus' own ``evalTotalTime``, 5 evaluation times x ``--repeats``): the groups as
-obsgen renders them now and, named ``before:``, those of ``benchmarks/baseline/rules.yaml``
-(the rules before the change), in alternating order each round. Compare within the run:
-the ratio does not depend on the machine. The naive suite is not built (its straggler
-rule reads every step histogram bucket, which would make most of the build); the full
-run measured it beside the ``before:`` groups.
+full run does, and times each group as the full run does (Prometheus' own
+``evalTotalTime``; the median over 5 evaluation times x ``--repeats`` of the sum of the
+group's rules): the groups as obsgen renders them now and, named ``before:``, those of
+``benchmarks/baseline/rules.yaml`` (the rules before the change), in alternating order
+each round. Compare within the run: the ratio does not depend on the machine. The naive
+suite is not built (its straggler rule reads every step histogram bucket, which would
+make most of the build); the full run measured it beside the ``before:`` groups.
 
     .venv/bin/python -m benchmarks.family_cost stragglers --ranks 16384
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -54,23 +53,17 @@ def build(rules: list[scale.Rule], n: int, work: Path) -> dict:
 
 
 def measure(suites: dict[str, list[scale.Rule]], data: Path, work: Path, repeats: int) -> dict:
-    times: dict[tuple[str, str], list[float]] = {}
+    """The full run's measurement of rules (scale.time_rules, one warm-up round, the suites
+    in alternating order each round) and its per-group figures (scale.group_times)."""
+    measures: dict[str, dict] = {}
     with prom.Prometheus(data, work / "prometheus.log") as p:
-        for rules in suites.values():  # warm-up, discarded
-            for r in rules:
-                p.query(r.expr, scale.EVAL_TIMES[-1])
+        for rules in suites.values():
+            scale.time_rules(p, rules, scale.EVAL_TIMES[-1], {})
         for rnd in range(repeats):
-            names = list(suites) if rnd % 2 == 0 else list(reversed(suites))
-            for at in scale.EVAL_TIMES:
-                for s in names:
-                    for r in suites[s]:
-                        times.setdefault((r.group, r.name), []).append(p.query(r.expr, at).seconds)
-    out: dict = {}
-    for (group, name), ts in times.items():
-        g = out.setdefault(group, {"ms": 0.0, "rules": {}})
-        g["rules"][name] = round(statistics.median(ts) * 1000, 1)
-        g["ms"] = round(g["ms"] + g["rules"][name], 1)
-    return out
+            for s in (list(suites) if rnd % 2 == 0 else list(reversed(suites))):
+                for at in scale.EVAL_TIMES:
+                    scale.time_rules(p, suites[s], at, measures.setdefault(s, {}))
+    return scale.group_times(measures, suites)
 
 
 def main(argv=None) -> int:
@@ -100,6 +93,8 @@ def main(argv=None) -> int:
     path = args.work / f"family-{args.family}-{args.ranks}.json"
     path.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     for group, g in sorted(groups.items()):
+        for error in g["errors"]:
+            print(f"{group}: {error}", file=sys.stderr)
         print(f"{group:36s} {g['ms']:9.1f} ms")
         for name, ms in sorted(g["rules"].items(), key=lambda kv: -kv[1])[:4]:
             print(f"    {name:56s} {ms:9.1f}")

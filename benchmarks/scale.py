@@ -420,12 +420,13 @@ def measure(b: stream.Bench, data: Path, work: Path, suites: dict[str, list[Rule
     return {"rules": rules, "panels": pans, "memory": memory, "counts": counts}
 
 
-def summarize(b: stream.Bench, raw: dict, suites: dict[str, list[Rule]],
-              boards: dict[str, list[PanelQuery]], built: dict) -> dict:
-    """Per group: median over (evaluation time, repeat) of the sum of its rules' times."""
+def group_times(measures_by_suite: dict[str, dict], suites: dict[str, list[Rule]]) -> dict[str, dict]:
+    """Per group of each suite (its Measures by (group, rule, time), as time_rules fills
+    them): the median over (evaluation time, repeat) of the sum of its rules' times, in
+    ms; samples read, the most held at once, each rule's median and the queries' errors."""
     groups: dict[str, dict] = {}
     for s, rs in suites.items():
-        measures = raw["rules"][s]
+        measures = measures_by_suite[s]
         for g in dict.fromkeys(r.group for r in rs):
             members = [r for r in rs if r.group == g]
             totals, samples, peak, errors, per_rule = [], [], 0, [], {}
@@ -444,6 +445,13 @@ def summarize(b: stream.Bench, raw: dict, suites: dict[str, list[Rule]],
                          "samples": statistics.median(samples), "peak_samples": peak,
                          "rules": {k: 1000 * v for k, v in per_rule.items()},
                          "errors": sorted(set(errors))}
+    return groups
+
+
+def summarize(b: stream.Bench, raw: dict, suites: dict[str, list[Rule]],
+              boards: dict[str, list[PanelQuery]], built: dict) -> dict:
+    """Per group: median over (evaluation time, repeat) of the sum of its rules' times."""
+    groups = group_times(raw["rules"], suites)
     panels_out: dict[str, dict] = {}
     for s, qs in boards.items():
         for q in qs:

@@ -275,3 +275,21 @@ def test_the_committed_report_is_what_its_saved_results_and_findings_write():
     results = report.with_drop_buckets(json.loads((here / "results.json").read_text()), here)
     assert (here / "RESULTS.md").read_text() == report.markdown(results), (
         "benchmarks/RESULTS.md is stale: python -m benchmarks.scale --report")
+
+
+def test_a_group_is_the_median_of_the_sums_of_its_rules_not_the_sum_of_their_medians():
+    """What the full run and benchmarks/family_cost.py report for a group (group_times):
+    its rules' times summed per evaluation time and round, then the median of those sums;
+    a query error is reported with its rule."""
+    rules = [scale.Rule("g", "record", "a", "a"), scale.Rule("g", "record", "b", "b")]
+    times = {"a": [1.0, 0.0, 0.0], "b": [0.0, 1.0, 0.0]}  # a sum of medians would be 0
+    measures = {}
+    for i, at in enumerate(scale.EVAL_TIMES):
+        for r in rules:
+            m = measures.setdefault((r.group, r.name, at), scale.Measure())
+            m.times = [times[r.name][i % 3]] * 3
+    measures[("g", "b", scale.EVAL_TIMES[0])].error = "timeout"
+    g = scale.group_times({"now": measures}, {"now": rules})["g"]
+    assert g["ms"] == 1000.0
+    assert g["rules"] == {"a": 0.0, "b": 0.0}
+    assert g["errors"] == ["b: timeout"]
