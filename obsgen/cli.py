@@ -22,6 +22,9 @@ def _load(args) -> config.Config:
     for note in cfg.notes:
         print(note, file=sys.stderr)
     if getattr(args, "format", None):
+        if cfg["ruler"] == "prometheus" and args.format in ("mimir", "thanos"):
+            raise config.ConfigError([f"--format {args.format}: the config's ruler is "
+                                      "'prometheus'; a mimir or thanos ruler needs ruler: any"])
         cfg.data["format"] = args.format
     return cfg
 
@@ -132,6 +135,11 @@ def cmd_test(args) -> int:
         return 1
     if sum(map(bool, (args.late_reads, args.boundaries, args.vmalert_tool))) > 1:
         print("--late-reads, --boundaries and --vmalert-tool: choose one", file=sys.stderr)
+        return 2
+    if cfg["ruler"] == "prometheus" and (args.late_reads or args.vmalert_tool):
+        print(f"{'--late-reads' if args.late_reads else '--vmalert-tool'}: the config's ruler is "
+              "'prometheus', rules for a ruler that reads its records at once; render with "
+              "ruler: any to test a remote ruler", file=sys.stderr)
         return 2
     outcomes = scenario_run.run(rules, fixtures, cfg, late=args.late_reads,
                                 boundaries=args.boundaries, vmalert_tool=args.vmalert_tool)

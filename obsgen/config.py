@@ -170,8 +170,8 @@ DEFAULTS: dict[str, Any] = {
     # most 2m30s, half the 5m lookback: a ruler that stamps its records at the start of
     # their interval (vmalert's eval_alignment, on by default) leaves a fact a whole
     # interval older than the evaluation that wrote it, and a fact older than the lookback
-    # before the next one drops its ranks from every rule that reads it. Null (or absent)
-    # takes facts_interval.
+    # before the next one drops its ranks from every rule that reads it (ruler: prometheus
+    # stamps it at the evaluation: at most 4m30s). Null (or absent) takes facts_interval.
     "facts_intervals": {},
     # promtool tests of these rules (obsgen.scenarios), rendered with them and run by `obsgen test`.
     "scenario_tests": {
@@ -184,6 +184,14 @@ DEFAULTS: dict[str, Any] = {
     "families": None,
     # Rule file format: prometheus, prometheus-operator, mimir or thanos (obsgen.targets).
     "format": "prometheus",
+    # The ruler that evaluates the rules: "any" for rules that give the same answers on
+    # every ruler, including those that read a record back through remote storage one
+    # evaluation or more after writing it (vmalert, Mimir, Thanos); "prometheus" for a
+    # Prometheus server over its own TSDB (2.x, 3.x, prometheus-operator), which reads a
+    # record the moment the rule before it in the group wrote it: the straggler flag then
+    # reads its stage baseline's record, and the mean no separate liveness of the raw
+    # counts (see docs/guides/sizing.md). Not with format mimir or thanos.
+    "ruler": "any",
     # PrometheusRule manifests (format prometheus-operator), one per family.
     "prometheus_rule": {
         # Namespace the manifests are created in.
@@ -253,6 +261,9 @@ DURATION_RE = re.compile(r"^(?=\d)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+
 # The longest facts interval, in seconds: half of the 5m lookback (Prometheus' default, and
 # a bare selector's on VictoriaMetrics under vmalert's 5m step).
 FACTS_MAX = 150.0
+# With ruler: prometheus, which stamps a record at its evaluation: under the lookback by one
+# evaluation of the straggler family's (30 s).
+FACTS_MAX_PROMETHEUS = 270.0
 _UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
 
 
@@ -527,10 +538,21 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
     facts = [("facts_interval", data.get("facts_interval"))] + [
         (f"facts_intervals.{f}", v) for f, v in (data.get("facts_intervals") or {}).items()]
     for path, value in facts:
-        if value and seconds(value) > FACTS_MAX:
+        if not value or seconds(value) <= FACTS_MAX:
+            continue
+        if data.get("ruler") != "prometheus":
             out.append((path, f"must be at most {duration(FACTS_MAX)}, half the 5m lookback, "
                               f"got {value!r}: vmalert stamps a record at the start of its "
-                              "interval, so a fact would lapse before the next evaluation"))
+                              "interval, so a fact would lapse before the next evaluation "
+                              "(ruler: prometheus allows up to "
+                              f"{duration(FACTS_MAX_PROMETHEUS)})"))
+        elif seconds(value) > FACTS_MAX_PROMETHEUS:
+            out.append((path, f"must be at most {duration(FACTS_MAX_PROMETHEUS)}, 30s under "
+                              f"the 5m lookback, got {value!r}: a fact would lapse before "
+                              "the next evaluation"))
+    if data.get("ruler") == "prometheus" and data.get("format") in ("mimir", "thanos"):
+        out.append(("ruler", f"must be 'any' with format {data['format']!r}: its ruler reads "
+                             "a record back through the store, an evaluation or more late"))
     for label, value in data.get("selector", {}).items():
         op, text = ("=", value) if isinstance(value, str) else next(iter(value.items()))
         path = f"selector.{label}" if isinstance(value, str) else f"selector.{label}.{op}"

@@ -144,3 +144,30 @@ def test_check_tells_a_user_to_run_obsgen_render_with_their_flags(tmp_path, caps
     err = capsys.readouterr().err
     assert f"run `obsgen render --config {cfg} --out {tmp_path / 'out'}` and commit" in err
     assert "make render" not in err
+
+
+def test_format_thanos_on_the_command_line_is_refused_for_rules_read_at_once(tmp_path, capsys):
+    """--format overrides the config's format, never the check that its ruler can read
+    the rules: ruler: prometheus reads records a Thanos ruler gets back late."""
+    (tmp_path / "obsgen.yaml").write_text("ruler: prometheus\n")
+    out = tmp_path / "out"
+    code = main(["render", "--config", str(tmp_path / "obsgen.yaml"), "--out", str(out),
+                 "--format", "thanos"])
+    assert code == 2 and not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["--format thanos: the config's ruler is 'prometheus'; a mimir or thanos "
+                   "ruler needs ruler: any"]
+
+
+@pytest.mark.parametrize("flag", ["--late-reads", "--vmalert-tool"])
+def test_a_remote_ruler_test_is_refused_for_rules_read_at_once(tmp_path, capsys, flag):
+    """--late-reads and --vmalert-tool test the rules as a remote ruler reads them; rules
+    rendered for ruler: prometheus are not meant for one, so the test says so and stops."""
+    (tmp_path / "obsgen.yaml").write_text("ruler: prometheus\nfamilies: [gradients]\n"
+                                          "dashboards: {enabled: false}\n")
+    assert main(["render", "--config", str(tmp_path / "obsgen.yaml"), "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["test", "--config", str(tmp_path / "obsgen.yaml"), "--out", str(tmp_path), flag]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"{flag}: the config's ruler is 'prometheus', rules for a ruler that reads "
+                   "its records at once; render with ruler: any to test a remote ruler"]

@@ -59,6 +59,13 @@ BAD = {
     "a uid prefix that would not fit a Grafana uid is refused": (
         "dashboards:\n  uid_prefix: this-prefix-is-far-too-long-for-a-uid\n",
         "obsgen.yaml: dashboards.uid_prefix: must be 1 to 24 letters, digits, - or _ (a Grafana uid holds at most 40), got 'this-prefix-is-far-too-long-for-a-uid'"),
+    "a ruler other than any or prometheus is refused": (
+        "ruler: vmalert\n",
+        "obsgen.yaml: ruler: must be one of any, prometheus, got 'vmalert'"),
+    "rules for a Prometheus that reads its records at once are refused for a Mimir ruler": (
+        "format: mimir\nruler: prometheus\n",
+        "obsgen.yaml: ruler: must be 'any' with format 'mimir': its ruler reads a record back "
+        "through the store, an evaluation or more late"),
     "a facts interval of zero is refused": (
         "facts_interval: 0s\n",
         "obsgen.yaml: facts_interval: must be a duration above zero, got '0s'"),
@@ -67,6 +74,10 @@ BAD = {
         "obsgen.yaml: facts_intervals.stragglers: must be at most 2m30s, half the 5m lookback, "
         "got '4m': vmalert stamps a record at the start of its interval, so a fact would lapse "
         "before the next evaluation"),
+    "on a Prometheus that stamps its records at the evaluation, a fact may wait 4m30s, no more": (
+        "ruler: prometheus\nfacts_intervals:\n  stragglers: 5m\n",
+        "obsgen.yaml: facts_intervals.stragglers: must be at most 4m30s, 30s under the 5m "
+        "lookback, got '5m': a fact would lapse before the next evaluation"),
     "the same for every family's facts": (
         "facts_interval: 3m\n",
         "obsgen.yaml: facts_interval: must be at most 2m30s, half the 5m lookback"),
@@ -122,6 +133,15 @@ def test_bad_config_exits_2_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"{tmp_path / 'bad.yaml'}: thresholds.straggler_ratio: must be > 1, got 0.9"]
+
+
+def test_a_4m_fact_is_valid_on_a_prometheus_that_reads_its_records_at_once():
+    data = copy.deepcopy(config.DEFAULTS)
+    data.update({"ruler": "prometheus", "facts_intervals": {"stragglers": "4m"}})
+    assert config.validate(data, "(test)", NAMES) == []
+    data["ruler"] = "any"
+    assert [p.split(": ")[1] for p in config.validate(data, "(test)", NAMES)] == [
+        "facts_intervals.stragglers"]
 
 
 def test_defaults_are_valid_and_every_key_is_in_the_schema():

@@ -113,3 +113,34 @@ def test_obsgen_promtool_chooses_the_promtool(monkeypatch):
     assert str(err.value) == "OBSGEN_PROMTOOL=/nonexistent/promtool: no executable promtool there"
     monkeypatch.delenv(promtool.ENV)
     assert promtool.windows().startswith(f"{shutil.which('promtool')} ")
+
+
+def test_the_straggler_fixtures_pass_on_the_rules_rendered_for_prometheus(tmp_path):
+    """ruler: prometheus renders two straggler rules for a ruler that reads its records at
+    once (the flag divides by its baseline's record; the mean has no liveness read), and
+    allows the mesh facts every 4m, as docs/guides/sizing.md sets them for large jobs.
+    Every case of the family's fixtures, firing and not firing, passes on them too, on
+    both promtool lines."""
+    import copy
+
+    from obsgen import config, pipeline
+
+    data = copy.deepcopy(config.DEFAULTS)
+    data.update({"ruler": "prometheus", "facts_intervals": {"stragglers": "4m"},
+                 "families": ["stragglers"],
+                 "dashboards": {**data["dashboards"], "enabled": False}})
+    text = pipeline.render_all(config.Config(data, "(test)"))["rules/stragglers.yaml"]
+    assert text != (ROOT / "rules" / "stragglers.yaml").read_text()
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "stragglers.yaml").write_text(text)
+    fixtures = tmp_path / "tests" / "promtool"
+    fixtures.mkdir(parents=True)
+    shutil.copy(FIXTURES / "stragglers.yaml", fixtures / "stragglers.yaml")
+    lines = {line: path for line, path in promtools().items() if path}
+    if len(lines) < len(LINES):
+        missing(", ".join(LINES[line] for line in LINES if line not in lines))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = {line: pool.submit(promtool.test_rules, [fixtures / "stragglers.yaml"],
+                                  binary=binary) for line, binary in lines.items()}
+    for line, run in runs.items():
+        assert run.result().ok, f"promtool {line}: {run.result().output}"

@@ -301,3 +301,27 @@ def test_the_straggler_flag_reads_each_ranks_newest_mean(change, window):
     assert re.search(r"> 1\.07\nand on \(job_id, stage\) job_stage:train_straggler:settled5m$",
                      rules["job_rank:train_straggler:flag1m"])
     assert rules[mean].count(f"present_over_time(train_compute_seconds_count[{window}])") == 1
+
+
+def test_on_prometheus_the_flag_reads_the_baseline_record_and_the_mean_no_liveness():
+    """ruler: prometheus renders for a ruler that reads a record as soon as the rule above
+    it wrote it: the flag divides the newest means by the baseline recorded at the same
+    evaluation (one read of the means, not three), and the mean's rate window alone ends
+    a rank. Only the straggler family reads differently; ruler: any keeps both."""
+    def rules(ruler):
+        data = copy.deepcopy(config.DEFAULTS)
+        data["ruler"] = ruler
+        out = pipeline.render_all(config.Config(data, "(test)"))
+        return out, {r.get("record") or r.get("alert"): r["expr"] for f, text in out.items()
+                     if f.startswith("rules/") for g in yaml.safe_load(text)["groups"]
+                     for r in g["rules"]}
+
+    (out_any, any_), (out_prom, prom) = rules("any"), rules("prometheus")
+    flag, mean = "job_rank:train_straggler:flag1m", "job_rank:train_busy_seconds:mean1m"
+    newest = "last_over_time(job_rank:train_busy_seconds:mean1m[45s])"
+    assert prom[flag].count(newest) == 1 and any_[flag].count(newest) == 3
+    assert "(job_stage:train_busy_seconds:baseline1m > 0) > 1.07" in prom[flag]
+    assert "baseline1m" not in any_[flag]
+    assert "present_over_time" not in prom[mean] and "present_over_time" in any_[mean]
+    assert {k for k in prom if prom[k] != any_[k]} == {flag, mean}
+    assert {f for f in out_prom if out_prom[f] != out_any[f]} == {"rules/stragglers.yaml", "docs/metrics.md"}

@@ -194,6 +194,7 @@ def build(c: Ctx) -> Family:
              f"({c.m(M.train_rank_mesh_info)})")
     flag, held, cost = c.r(R.straggler_flag), c.r(R.straggler_held), c.r(R.straggler_cost)
     settled = c.r(R.straggler_settled)
+    local = c.cfg["ruler"] == "prometheus"  # records read back at once (see config: ruler)
     # TP groups with several held ranks that report no wait
     lockstep_groups = (f"{c.r(R.straggler_lockstep)} and {c.on(L.job_id, L.tp_group)} "
                        f"(count {c.by(L.job_id, L.tp_group)} ({c.r(R.straggler_lockstep)}) > 1)")
@@ -231,7 +232,7 @@ def build(c: Ctx) -> Family:
             )
             /
             (sum {c.by(*rank)} ({c.rate(M.train_compute_seconds, '_count', window)}) > 0)
-            and {live(c)}
+            {"" if local else f"and {live(c)}"}
         """)),
         # The rest of the stage: its slowest rank left out, so a slow rank is never part of
         # what it is compared with (a stage of one has no baseline and is not judged). Of
@@ -244,16 +245,18 @@ def build(c: Ctx) -> Family:
         Record(c.rname(R.straggler_settled),
                persistence.settled(c.r(R.busy_baseline), c.w("straggler_warmup"), every)),
         # Straggling now: recorded for the straggling ranks of settled stages only, valued as
-        # their ratio to the baseline. The baseline is computed here from the same read of
-        # the means, not read back from its record: a ruler on remote storage reads a
-        # record one evaluation late, and after a restart on new hosts the old hosts'
-        # baseline would divide the new ones' warm-up. The means are their newest
+        # their ratio to the baseline. For any ruler, the baseline is computed here from
+        # the same read of the means, not read back from its record: a ruler on remote
+        # storage reads a record one evaluation late, and a job-wide change of the means
+        # (or, after a restart on new hosts, the old hosts' baseline) would divide the
+        # new means by an old median. Prometheus (ruler: prometheus) reads the record the
+        # rule above wrote at this evaluation, the same median. The means are their newest
         # evaluation (newest_mean), which also bridges one evaluation whose window missed a
         # scrape. No read of the raw counts: a mean is recorded only for a rank scraped
-        # within the window (live), so its newest evaluation ends one and a half
-        # intervals after the rank's.
+        # within the window (live, or the rate window itself on Prometheus), so its newest
+        # evaluation ends one and a half intervals after the rank's.
         Record(c.rname(R.straggler_flag),
-               f"{over_baseline(c, newest_mean(c), baseline_of(c, newest_mean(c)))} "
+               f"{over_baseline(c, newest_mean(c), c.r(R.busy_baseline) if local else baseline_of(c, newest_mean(c)))} "
                f"> {c.t('straggler_ratio')}\n"
                f"and {c.on(*stage)} {settled}"),
         # Straggling without a break for a spell and the rate window: a slowdown shorter
