@@ -420,7 +420,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a few cases, printed, nothing written")
     p.add_argument("--soak-hours", type=float, default=24.0,
                    help="model hours of the long soak (default 24; --quick: 2)")
+    p.add_argument("--rules", type=Path, metavar="DIR",
+                   help="the rules/ folder another config rendered (default: this repository's, "
+                        "the default config); the report goes to --out")
+    p.add_argument("--out", type=Path, default=OUT, help=f"report file (default {OUT.relative_to(ROOT)})")
     args = p.parse_args(argv)
+    if args.rules:
+        global RULES
+        RULES = tuple(args.rules / r.name for r in RULES)
+        from . import detect as module  # the soak's (python -m runs this file as __main__)
+        module.RULES = RULES
+        missing = [str(r) for r in RULES if not r.is_file()]
+        if missing:
+            print(f"detect: --rules: no {', '.join(missing)}", file=sys.stderr)
+            return 2
     t0 = time.monotonic()
     inj, pat, ok = run(args.quick)
     s = scores(inj, pat, ok)
@@ -429,8 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         print(text)
     else:
-        OUT.write_text(text)
-        print(f"wrote {OUT.relative_to(ROOT)} ({time.monotonic() - t0:.0f} s)")
+        args.out.write_text(text)
+        print(f"wrote {args.out} ({time.monotonic() - t0:.0f} s)")
     return 0
 
 

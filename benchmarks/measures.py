@@ -56,12 +56,13 @@ def machine_factor(size: dict) -> float | None:
     return total_ms(size, "naive") / ref if ref else None
 
 
-def straggler_ratio(size: dict) -> float:
+def straggler_ratio(size: dict, name: str = "obsgen") -> float | None:
     """The naive straggler rule's time over the straggler family's, per 30 s: its main
-    group and its facts group (the mesh, every facts_interval) in proportion."""
-    ours = sum(per_evaluation(v) for g, v in suite(size, "obsgen").items()
-               if family(g) == "stragglers")
-    return size["groups"]["naive-stragglers"]["ms"] / ours
+    group and its facts group (the mesh, every facts_interval) in proportion; of the
+    ``before:`` groups with name "before" (None where they hold no straggler group)."""
+    ours = sum(per_evaluation(v) for g, v in suite(size, name).items()
+               if family(g.removeprefix("before:")) == "stragglers")
+    return size["groups"]["naive-stragglers"]["ms"] / ours if ours else None
 
 
 def once_ms(size: dict, name: str) -> float:

@@ -57,6 +57,19 @@ def summary(results: dict) -> str:
     return "\n".join(lines)
 
 
+def config_line(results: dict) -> list[str]:
+    """What the run's config set apart from the defaults (runs before it was recorded: none)."""
+    changes = results.get("config")
+    if not changes:
+        return []
+    told = ", ".join(f"`{k}: {json.dumps(v, sort_keys=True).replace(chr(34), '')}`"
+                     for k, v in sorted(changes.items()))
+    return [f"Config: obsgen's defaults with {told}, as [the sizing guide]"
+            "(../docs/guides/sizing.md) sets them for a large job on one Prometheus "
+            "(`scale.default_config`). The `before:` groups, where a run has them, are "
+            "`benchmarks/baseline/rules.yaml` (its first lines say what they are).", ""]
+
+
 def markdown(results: dict) -> str:
     ss = sizes(results)
     big, small = ss[-1], ss[0]
@@ -71,6 +84,7 @@ def markdown(results: dict) -> str:
            f"developers' test runs (load average {m.get('load_before', 0):.1f} when the run "
            f"started); {m['prometheus']}; Python {m['python']}. The run took "
            f"{results.get('elapsed_seconds', 0) / 60:.0f} minutes.", "",
+           *config_line(results),
            *results.get("notes", [])]
 
     # targets ------------------------------------------------------------------------
@@ -78,7 +92,7 @@ def markdown(results: dict) -> str:
     worst_group = max(og.items(), key=lambda kv: kv[1]["ms"])
     all_groups = total_ms(big, "obsgen")
     sp = slowest_panel(big)
-    strag = straggler_ratio(big)
+    strag, before_strag = straggler_ratio(big), straggler_ratio(big, "before")
     whole = total_ms(big, "naive") / all_groups
     like = [g for g in og if family(g) in naive_families()]
     like_ms = sum(per_evaluation(og[g]) for g in like)
@@ -95,7 +109,8 @@ def markdown(results: dict) -> str:
             f"| every panel over 1 h < 2 s | slowest: {sp[0]}, {fmt_ms(sp[1]['ms'])} ms "
             f"| {yes(sp[1]['ms'] < PANEL_TARGET_MS)} |",
             f"| straggler family >= 5x cheaper than the naive straggler rule | {strag:.2f}x "
-            "(per 30 s: its group and, in proportion, its facts group, the mesh) "
+            "(per 30 s: its group and, in proportion, its facts group, the mesh"
+            + (f"; the `before:` groups: {before_strag:.2f}x" if before_strag else "") + ") "
             f"| {yes(strag >= STRAGGLER_TARGET)} |",
             f"| whole suite no more costly than the naive suite | naive / obsgen = {whole:.2f} "
             f"(the {len({family(g) for g in like})} families that replace the document's rules "

@@ -43,7 +43,8 @@ from obsgen.synth import (HostWork, Job, MovingSlow, NcclExporter, Pauses, Recur
                           ScrapeMisses, SeqImbalance, SlowRank, WarmRank)
 
 from .behaviours import RESOLVE, Hardware, Moving, episodes, misrouted, points_at
-from .detect import ALERTS, EVERY, READS, RULES
+from . import detect
+from .detect import ALERTS, EVERY, READS
 
 MIN, HOUR = 60, 3600
 CHUNK = 4  # model hours of one promtool run
@@ -148,7 +149,7 @@ def chunk(table: dict, first: int, last: int, judged: int) -> dict[float, set]:
     probes = [{"expr": 'ALERTS{alertstate="firing"}',
                "eval_time": f"{(t - first) * SCRAPE}s", "exp_samples": []}
               for t in range(judged, last + 1, max(1, every // SCRAPE))]
-    doc = {"rule_files": [str(r) for r in RULES], "evaluation_interval": EVERY,
+    doc = {"rule_files": [str(r) for r in detect.RULES], "evaluation_interval": EVERY,
            "tests": [{"name": "soak", "interval": f"{SCRAPE}s", "input_series": series,
                       "promql_expr_test": probes}]}
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as fh:
