@@ -551,8 +551,8 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
                               f"the 5m lookback, got {value!r}: a fact would lapse before "
                               "the next evaluation"))
     if data.get("ruler") == "prometheus" and data.get("format") in ("mimir", "thanos"):
-        out.append(("ruler", f"must be 'any' with format {data['format']!r}: its ruler reads "
-                             "a record back through the store, an evaluation or more late"))
+        out.append(("ruler", f"must be 'any' with format {data['format']!r}: 'prometheus' is "
+                             "for a Prometheus server that evaluates its own TSDB"))
     for label, value in data.get("selector", {}).items():
         op, text = ("=", value) if isinstance(value, str) else next(iter(value.items()))
         path = f"selector.{label}" if isinstance(value, str) else f"selector.{label}.{op}"

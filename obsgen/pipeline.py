@@ -34,6 +34,10 @@ def check_rule_files(files: dict[str, str], cfg: Config) -> list[str]:
     rules = {p: t for p, t in files.items() if p.startswith("rules/")}
     if not rules:
         return []
+    refused = [f"{rel}: {line}" for rel, text in sorted(rules.items())
+               for line in targets.refused(cfg["format"], target.groups(load_yaml(text)))]
+    if refused:
+        return refused
     with tempfile.TemporaryDirectory(prefix="obsgen-validate-") as tmp:
         paths = []
         for rel, text in sorted(rules.items()):

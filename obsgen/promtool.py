@@ -129,7 +129,7 @@ def vmalert_tool_unittest(path: Path, cwd: Path | None = None) -> Result:
                  f"--files={path}"], cwd=cwd)
 
 
-def vmalert_check(paths: list[Path]) -> Result:
+def vmalert_check(paths: list[Path], binary: str | None = None) -> Result:
     """Load rule files in vmalert without evaluating them (exit 0 when they parse)."""
-    args = [find("vmalert"), "-dryRun", "-loggerLevel=ERROR"] + [f"-rule={p}" for p in paths]
+    args = [binary or find("vmalert"), "-dryRun", "-loggerLevel=ERROR"] + [f"-rule={p}" for p in paths]
     return _run(args)

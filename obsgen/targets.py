@@ -18,6 +18,45 @@ from typing import Callable
 from .config import Config
 from .model import Family
 
+# The engines that load each format's files, and the rule-file fields of the Prometheus 3
+# line that some of them refuse (tests/test_targets.py loads a file with each field in
+# every engine it can start, and checks this table against their answers). obsgen renders
+# none of the three:
+# - keep_firing_for (Prometheus 2.42+; vmalert 1.79 refuses it): the straggler and late
+#   arrival holds are records (held12m), which the rules after them join (TP groups, mesh
+#   patterns) and every engine evaluates alike;
+# - query_offset (Prometheus 2.53+; promtool 2.42 and vmalert refuse it): late reads are
+#   handled in the rules' windows (obsgen test --late-reads); a server-wide
+#   rule_query_offset, where a store needs one, is in docs/remote-rulers.md;
+# - group labels (Prometheus 3.0+; promtool 2.42 refuses them): they label records too,
+#   and would change the series every join reads; common_labels are for alerts only.
+ENGINES: dict[str, tuple[str, ...]] = {
+    "prometheus": ("Prometheus 2.42", "Prometheus 3.5", "vmalert 1.79", "vmalert 1.145"),
+    "prometheus-operator": ("Prometheus 2.42", "Prometheus 3.5"),
+    # their rulers decode Prometheus' rule format; here only promtool checks their groups
+    "mimir": ("Prometheus 2.42", "Prometheus 3.5"),
+    "thanos": ("Prometheus 2.42", "Prometheus 3.5"),
+}
+REFUSED_BY: dict[tuple[str, str], frozenset[str]] = {
+    ("rule", "keep_firing_for"): frozenset({"vmalert 1.79"}),
+    ("group", "query_offset"): frozenset({"Prometheus 2.42", "vmalert 1.79", "vmalert 1.145"}),
+    ("group", "labels"): frozenset({"Prometheus 2.42"}),
+}
+
+
+def refused(fmt: str, groups: list[dict]) -> list[str]:
+    """Each field of these plain groups that an engine of the format refuses, with it."""
+    out = []
+    for g in groups:
+        for (where, key), engines in REFUSED_BY.items():
+            who = sorted(engines & set(ENGINES[fmt]))
+            places = [g] if where == "group" else g.get("rules", [])
+            if who and any(key in p for p in places):
+                out.append(f"group {g.get('name')}: {where} field {key} is refused by "
+                           f"{', '.join(who)}, which load format {fmt}")
+    return out
+
+
 @dataclass(frozen=True)
 class Target:
     name: str

@@ -64,8 +64,8 @@ BAD = {
         "obsgen.yaml: ruler: must be one of any, prometheus, got 'vmalert'"),
     "rules for a Prometheus that reads its records at once are refused for a Mimir ruler": (
         "format: mimir\nruler: prometheus\n",
-        "obsgen.yaml: ruler: must be 'any' with format 'mimir': its ruler reads a record back "
-        "through the store, an evaluation or more late"),
+        "obsgen.yaml: ruler: must be 'any' with format 'mimir': 'prometheus' is for a "
+        "Prometheus server that evaluates its own TSDB"),
     "a facts interval of zero is refused": (
         "facts_interval: 0s\n",
         "obsgen.yaml: facts_interval: must be a duration above zero, got '0s'"),
