@@ -56,6 +56,10 @@ DEFAULTS: dict[str, Any] = {
         "grad_explosion_factor": 10,
         # Gradient norm below this share of its long baseline is vanishing.
         "grad_vanishing_fraction": 0.01,
+        # Step-histogram observations (log intervals) a source that records once per log
+        # interval (presets with a cadence: megatron-otel) takes within windows.frozen_signal
+        # while its grad norm or loss never changes: a NaN its SDK dropped.
+        "frozen_observations": 3,
         # Observed bubble above this many times the theoretical (p-1)/(m+p-1) is excess.
         "bubble_excess_factor": 1.5,
         # A training job whose last checkpoint is older than this has stopped checkpointing.
@@ -98,6 +102,9 @@ DEFAULTS: dict[str, Any] = {
         "grad_baseline": "1h",
         # Averaging window of the vanishing-gradient baseline.
         "grad_long_baseline": "6h",
+        # Window in which a grad norm or loss recorded once per log interval counts as
+        # frozen (see thresholds.frozen_observations); a longer log interval is not judged.
+        "frozen_signal": "15m",
         # A rank that completed no step in this window is not making progress (> 2 steps).
         "progress": "2m",
         # How long a job's world size and progress are remembered after its ranks vanish.
@@ -346,6 +353,15 @@ class Config:
         setting a preset names for it (Megatron's log interval) while the preset's name
         for the metric is the one read."""
         return _steps_per_observation(self.data, key) or 1
+
+    def per_log_interval(self, key: str) -> bool:
+        """Whether histogram ``key`` is read from a source that records it once per log
+        interval (a preset's cadence, whatever its setting), as Megatron records its step
+        time, grad norm and loss together."""
+        from .presets import PRESETS
+        name = _effective(self.data, "metrics").get(key, key)
+        return any(key in PRESETS[p].cadence and PRESETS[p].metrics.get(key) == name
+                   for p in self.data.get("presets", ["default"]))
 
     def scale(self, key: str) -> float:
         """Factor from the unit the source publishes a metric's sums in to the contract's:

@@ -1,7 +1,10 @@
 """Metric-name presets: the names real exporters publish, mapped onto the contract.
 
 A preset only renames (and, where an exporter publishes another unit, scales the sums
-it reads back to the contract's unit): the rules' logic is shared. Presets are applied
+it reads back to the contract's unit): the rules' logic is shared. A preset whose source
+records once per log interval (``cadence``) also widens the windows that count its steps
+and has Train_GradientNonFinite read its frozen signals (obsgen/alerts/gradients.py).
+Presets are applied
 in the order listed under ``presets:`` in the config; the config's own ``metrics:`` and
 ``labels:`` renames win over every preset.
 """
@@ -66,10 +69,13 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                "those, and keep its per-step histogram with metrics: {train_step_seconds: "
                "train_step_seconds}: it needs no megatron_log_interval, answers within the "
                "progress window instead of log-interval times it, and carries the stage label "
-               "the pipeline family groups by, which Megatron's series lack. Not a NaN: the "
-               "OTel Python SDK drops a non-finite gauge value and keeps exporting the last "
-               "finite one (make e2e shows it on the OTLP path), so Train_GradientNonFinite "
-               "needs obsgen.instrument's tel.grad_norm() and tel.loss() beside it",
+               "the pipeline family groups by, which Megatron's series lack. A NaN late: the "
+               "OTel Python SDK drops a non-finite gauge value and exports the last finite "
+               "one again, so Train_GradientNonFinite fires once the grad norm or loss has "
+               "not changed within windows.frozen_signal while the step histogram logged "
+               "thresholds.frozen_observations times (16 min with the defaults; make e2e "
+               "shows it on the OTLP path); obsgen.instrument's tel.grad_norm() and "
+               "tel.loss() beside it see the NaN within a minute",
         checked="NeMo Lens v0.2.0 and v0.1.0 (providers.py: the resource attribute dl.rank; "
                 "handle.py: the run id fallback; strategies.py) and Megatron-LM main at "
                 "d98e8a6 (2026-08-22; training.py records once per --log-interval and at "

@@ -39,6 +39,11 @@ class MegatronJob:
     log_interval: int = 100
     start: float = 15.0  # seconds after the first scrape the first iteration ends
     dies: tuple[int, float] | None = None  # (rank, seconds): its process ends then
+    # seconds: from then on the signal ("grad_norm" or "loss") is NaN, which the OTel SDK
+    # drops ("Set amount nan is not finite ... ignoring measurement"): its gauge keeps
+    # exporting the last finite value
+    nan_at: tuple[str, float] | None = None
+    stops_at: float | None = None  # seconds: no iteration ends after it (a hang); still served
 
     def labels(self, rank: int) -> dict[str, str]:
         return {"job": "otel-collector", "instance": "otel-collector:8889",
@@ -50,10 +55,23 @@ class MegatronJob:
 
     def logged(self, t: float) -> list[tuple[int, float]]:
         """(iteration, step_duration_ms) of every record_training_metrics call by ``t``."""
+        t = min(t, self.stops_at) if self.stops_at is not None else t
         done = math.floor((t - self.start) / self.step_seconds) + 1 if t >= self.start else 0
         # every step takes step_seconds, so the interval's mean is that
         return [(it, self.step_seconds * 1000.0) for it in range(1, done + 1)
                 if it == 1 or it % self.log_interval == 0]
+
+    def gauge(self, signal: str, logged: list[tuple[int, float]]) -> float:
+        """The value the gauge exports after these logs: the grad norm and the loss of the
+        last logged iteration (they move at every log), or of the last before nan_at."""
+        its = [it for it, _ in logged]
+        if self.nan_at and self.nan_at[0] == signal:
+            finite = [it for it in its if self.start + (it - 1) * self.step_seconds < self.nan_at[1]]
+            its = finite or its[:1]
+        it = its[-1]
+        if signal == "grad_norm":
+            return 1.0 + 0.05 * math.sin(it)
+        return 2.5 + 4.0 * 0.999 ** it
 
     def series(self, minutes: float, scrape: float = 30.0) -> dict[str, list]:
         """{series in promtool notation: values per scrape}; None before the first record
@@ -69,14 +87,16 @@ class MegatronJob:
 
             for t in times:
                 alive = self.dies is None or self.dies[0] != r or t < self.dies[1]
-                obs = [ms for _, ms in self.logged(t)] if alive else None
+                logs = self.logged(t)
+                obs = [ms for _, ms in logs] if alive else None
 
                 def value(v):
                     return STALE if obs is None else (v() if obs else None)
 
                 rows = {name(STEP + "_count"): value(lambda: float(len(obs))),
                         name(STEP + "_sum"): value(lambda: float(sum(obs))),
-                        name(GRAD): value(lambda: 1.0), name(LOSS): value(lambda: 2.5)}
+                        name(GRAD): value(lambda: self.gauge("grad_norm", logs)),
+                        name(LOSS): value(lambda: self.gauge("loss", logs))}
                 for le in OTEL_BOUNDS + (math.inf,):
                     key = name(STEP + "_bucket", le="+Inf" if le == math.inf else str(le))
                     rows[key] = value(lambda: float(sum(1 for ms in obs if ms <= le)))

@@ -28,7 +28,17 @@ The gradient norm or the loss is NaN or Inf for a minute or more. With bf16 trai
 non-finite value is fatal to the run; with fp16 and dynamic loss scaling isolated Inf
 steps are skipped by design, which is why a single sample does not fire.
 
-Fires after the fault, with the default windows: 1 min.
+A source that records the norm and the loss once per log interval, together with its
+step histogram (the megatron-otel preset), never exports the NaN: the OpenTelemetry SDK
+drops a non-finite gauge value and exports the last finite one again. There the alert
+also fires when the signal has not changed on any of the job's series within
+``windows.frozen_signal`` while the step histogram took
+``thresholds.frozen_observations`` observations or more: a healthy norm and loss change
+at every log. A job that stopped stepping is Train_RankFailed's; a log interval longer
+than a third of the window is not judged.
+
+Fires after the fault, with the default windows: 1 min (a signal frozen on the
+OpenTelemetry path: 16 min).
 
 Check first:
 1. Which signal went non-finite first (the signal label) and at which step; the last finite loss and gradient norm before it.
@@ -83,10 +93,27 @@ def _unseen(c: Ctx, metric, finite, signal: str) -> str:
             f'"{c.l(L.signal)}", "{signal}", "", "")')
 
 
+def _frozen(c: Ctx, metric, signal: str) -> str:
+    """The signal of a source that records it once per log interval, with its step
+    histogram (Megatron), unchanged on every series of the job within the window while the
+    histogram took the threshold's observations or more: the OpenTelemetry SDK drops a NaN
+    and exports the last finite value again. A job that stopped stepping, or logs less
+    often than that, is not judged."""
+    window = c.w("frozen_signal")
+    return (f"label_replace(max {c.by(L.job_id)} (changes({c.m(metric)}[{window}])) == 0 "
+            f"and {c.on(L.job_id)} max {c.by(L.job_id)} "
+            f"(changes({c.m(M.train_step_seconds, '_count')}[{window}])) "
+            f">= {c.t('frozen_observations')}, "
+            f'"{c.l(L.signal)}", "{signal}", "", "")')
+
+
 def build(c: Ctx) -> Family:
     base, long = c.w("grad_baseline"), c.w("grad_long_baseline")
     factor = c.t("grad_explosion_factor")
     job = c.tl(L.job_id)
+    frozen = "".join(f"\n                or\n                {_frozen(c, m, name)}"
+                     for m, name in ((M.train_grad_norm, "grad_norm"), (M.train_loss, "loss"))
+                     if c.cfg.per_log_interval(M.train_step_seconds.key))
     rules = (
         Record(c.rname(R.grad_norm_finite), expr(f"""
             max {c.by(L.job_id)} (({c.m(M.train_grad_norm)} >= 0) < +Inf)
@@ -126,7 +153,7 @@ def build(c: Ctx) -> Family:
                 or
                 {_unseen(c, M.train_grad_norm, R.grad_norm_finite, 'grad_norm')}
                 or
-                {_unseen(c, M.train_loss, R.loss_finite, 'loss')}
+                {_unseen(c, M.train_loss, R.loss_finite, 'loss')}{frozen}
             """),
             for_="1m",
             severity="critical",
@@ -135,8 +162,11 @@ def build(c: Ctx) -> Family:
             description=(
                 f"The {c.tl(L.signal)} of job {job} is NaN or Inf (or, where the store "
                 "drops NaN samples, has had no finite value while every rank kept "
-                "stepping). The run is no longer learning; stop it and restart "
-                "from the last good checkpoint."),
+                "stepping" + (f"; or, recorded once per log interval, has not changed "
+                              f"in {c.w('frozen_signal')} of logged steps: the OpenTelemetry "
+                              "SDK drops a NaN and exports the last finite value again"
+                              if frozen else "") + "). The run is no longer learning; stop "
+                "it and restart from the last good checkpoint."),
         ),
         Alert(
             name="Train_GradientVanishing",

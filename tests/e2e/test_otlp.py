@@ -10,8 +10,9 @@ receives. Run in a world 20 times faster than the wall clock, as the parity test
 Two runs of four ranks each: one whose grad norm explodes, one whose grad norm turns NaN.
 The SDK drops a non-finite gauge value ("Set amount nan is not finite ... ignoring
 measurement"), so the NaN never leaves the process and the exported gauge keeps its last
-finite value: on this path Train_GradientNonFinite has nothing to see, which the second
-run pins down (docs/presets.md says so, and what to run beside Megatron for it)."""
+finite value, which the second run pins down; Train_GradientNonFinite fires for it once
+the frozen norm has outlasted windows.frozen_signal while the steps went on
+(docs/guides/megatron.md says so, and what to run beside Megatron to see it sooner)."""
 from __future__ import annotations
 
 import math
@@ -30,7 +31,8 @@ FACTOR = 20.0
 MIN = 60 / FACTOR  # wall seconds of a model minute
 EXPORT = timescale.SCRAPE_INTERVAL / FACTOR  # the SDK's export interval, as a 30 s scrape
 LOG = EXPORT  # Megatron records once per --log-interval: 25 steps of 1.2 s, 30 s
-FAULT, END = 12 * MIN, 22 * MIN
+# the NaN run's alert: the frozen window (15m), its for (1m) and evaluations after the fault
+FAULT, END = 12 * MIN, 32 * MIN
 RUNS = {"otel-explosion": "explode", "otel-nan": "nan"}
 RANKS = 4
 
@@ -57,14 +59,17 @@ def otlp(procs, tmp_path_factory):
                               f"{store.url}/opentelemetry/v1/metrics", run, str(RANKS),
                               str(EXPORT), str(LOG), fault, str(FAULT), str(END)])
         fired: dict[str, set] = {run: set() for run in RUNS}
+        signals: set[tuple] = set()
         while time.time() < started + END + 5 * MIN:
             for a in ruler.alerts():
                 if a["state"] == "firing" and a["labels"].get("nemo_run_id") in fired:
                     fired[a["labels"]["nemo_run_id"]].add(a["labels"]["alertname"])
-            if time.time() > started + END and "Train_GradientExplosion" in fired["otel-explosion"]:
+                    signals.add((a["labels"]["nemo_run_id"], a["labels"].get("signal")))
+            if (time.time() > started + END and "Train_GradientExplosion" in fired["otel-explosion"]
+                    and "Train_GradientNonFinite" in fired["otel-nan"]):
                 break
             time.sleep(0.5)
-        yield {"store": store, "fired": fired, "started": started,
+        yield {"store": store, "fired": fired, "signals": signals, "started": started,
                "log": lambda: "\n".join(procs.log(n) for n in (*RUNS, "otlp-vmalert"))}
     finally:
         for f in flushers:
@@ -91,9 +96,9 @@ def test_an_exploding_grad_norm_fires_on_the_otlp_path_and_nothing_else_does(otl
     assert otlp["fired"]["otel-explosion"] == {"Train_GradientExplosion"}, otlp["log"]()
 
 
-def test_a_nan_grad_norm_never_leaves_the_sdk_the_gauge_keeps_its_last_finite_value(otlp):
-    """After the fault the NaN run exports, at every export, the value it had before it:
-    the pin for the documented gap, and nothing of the gradient family fires for it."""
+def test_a_nan_grad_norm_never_leaves_the_sdk_and_its_frozen_gauge_fires_non_finite(otlp):
+    """After the fault the NaN run exports, at every export, the value it had before it;
+    a frozen grad norm while the steps go on fires Train_GradientNonFinite, and only it."""
     store, fault = otlp["store"], otlp["started"] + FAULT
     end = otlp["started"] + END
     series = store.query_range_raw('megatron_training_grad_norm{nemo_run_id="otel-nan"}',
@@ -105,4 +110,5 @@ def test_a_nan_grad_norm_never_leaves_the_sdk_the_gauge_keeps_its_last_finite_va
         after = [float(v) for t, v in s["values"] if float(t) > fault + 2 * EXPORT + 5]
         assert len(set(before)) > 1 and after, s  # a healthy grad norm moves
         assert len(set(after)) == 1 and math.isfinite(after[0]), s  # frozen, and no NaN
-    assert otlp["fired"]["otel-nan"] == set(), otlp["log"]()
+    assert otlp["fired"]["otel-nan"] == {"Train_GradientNonFinite"}, otlp["log"]()
+    assert ("otel-nan", "grad_norm") in otlp["signals"] and ("otel-nan", "loss") not in otlp["signals"]
