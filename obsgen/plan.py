@@ -176,6 +176,9 @@ def _buckets(m: contract.Metric) -> int:
     return len(m.buckets or contract.DEFAULT_BUCKETS)
 
 
+LARGE = 4096  # ranks from which the plan points at the sizing guide's rule settings
+
+
 def report(s: Shape, windows: dict[str, str] | None = None,
            recorded: set[str] | None = None) -> str:
     lines = plan(s, windows, recorded)
@@ -196,6 +199,10 @@ def report(s: Shape, windows: dict[str, str] | None = None,
             f"Prometheus head memory, at ~{BYTES_PER_SERIES // 1024} KiB per series: "
             f"~{total * BYTES_PER_SERIES / 2**30:.1f} GiB (plus churn on restarts: every restart "
             "creates new series for the new instances until the old ones leave the head)"]
+    if s.ranks >= LARGE:
+        out.append("rule evaluation on one Prometheus at this size: set ruler: prometheus and "
+                   "facts_intervals: {stragglers: 4m} (docs/guides/sizing.md), measured in "
+                   "benchmarks/RESULTS.md")
     buckets = unread_buckets(lines)
     if buckets:
         out.append(f"of which histogram buckets no rule or panel reads: {buckets:,}; dropped at "

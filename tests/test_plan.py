@@ -111,3 +111,10 @@ def test_cli_counts_the_records_of_the_families_the_config_renders(tmp_path, mon
     assert "job_rank:train_busy_seconds:mean1m" in out
     assert "job_rank:nccl_tp_collective_seconds:mean5m" not in out
     assert "job:train_grad_norm:finite_max" not in out  # a family left out records nothing
+
+
+def test_a_large_job_is_pointed_at_the_rule_settings_for_one_prometheus():
+    from obsgen.plan import LARGE, report
+    hint = "set ruler: prometheus and facts_intervals: {stragglers: 4m}"
+    assert hint in report(Shape(ranks=LARGE))
+    assert hint not in report(Shape(ranks=LARGE // 2))
