@@ -50,6 +50,7 @@ from tests.promtool import support
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = (ROOT / "rules" / "stragglers.yaml", ROOT / "rules" / "nccl.yaml")
+RULES_ARE = "`rules/stragglers.yaml` and `rules/nccl.yaml` as rendered from the default config"
 OUT = ROOT / "benchmarks" / "DETECTION.md"
 MIN = 60
 ONSET = 20 * MIN  # model seconds: after warm-up and two rate windows
@@ -323,8 +324,7 @@ def report(inj: list, pat: list, ok: list, s: dict) -> str:
     lines = [
         "# Straggler detection (make detect)", "",
         "Written by `python -m benchmarks.detect` (`make detect`, also run by `make bench`); "
-        "see the module docstring for the cases and the scores. Rules: `rules/stragglers.yaml` "
-        "and `rules/nccl.yaml` as rendered from the default config, evaluated by promtool "
+        f"see the module docstring for the cases and the scores. Rules: {RULES_ARE}, evaluated by promtool "
         f"every {EVERY} on each case's scrapes (the ranks' busy time and the NCCL sidecar's last "
         "arrivals in the TP groups, or the DP groups without tensor parallelism).", "",
         "| target | value | |", "|---|---:|---|",
@@ -423,11 +423,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rules", type=Path, metavar="DIR",
                    help="the rules/ folder another config rendered (default: this repository's, "
                         "the default config); the report goes to --out")
+    p.add_argument("--config-text", default=None,
+                   help="with --rules: the config that rendered them, as the report names it")
     p.add_argument("--out", type=Path, default=OUT, help=f"report file (default {OUT.relative_to(ROOT)})")
     args = p.parse_args(argv)
     if args.rules:
-        global RULES
+        global RULES, RULES_ARE
         RULES = tuple(args.rules / r.name for r in RULES)
+        RULES_ARE = (f"`stragglers.yaml` and `nccl.yaml` as rendered from "
+                     f"{args.config_text or 'another config'}")
         from . import detect as module  # the soak's (python -m runs this file as __main__)
         module.RULES = RULES
         missing = [str(r) for r in RULES if not r.is_file()]

@@ -140,11 +140,14 @@ def test_the_table_of_refused_fields_is_what_each_engine_answers(engine, tmp_pat
         assert result.ok == (engine not in targets.REFUSED_BY[field]), (field, result.output)
 
 
-@pytest.mark.parametrize("ruler", ["any", "prometheus"])
-@pytest.mark.parametrize("fmt", list(targets.TARGETS))
+# every format with ruler: any, and those a Prometheus server loads with ruler: prometheus
+# (tests/test_config.py: mimir and thanos refuse it)
+RENDERINGS = [(f, "any") for f in targets.TARGETS] + [
+    ("prometheus", "prometheus"), ("prometheus-operator", "prometheus")]
+
+
+@pytest.mark.parametrize("fmt,ruler", RENDERINGS)
 def test_no_format_renders_a_field_its_engines_refuse(fmt, ruler):
-    if ruler == "prometheus" and fmt in ("mimir", "thanos"):
-        pytest.skip("ruler: prometheus is refused with this format (tests/test_config.py)")
     cfg = config.Config(copy.deepcopy(config.DEFAULTS), "(test)")
     cfg.data.update({"format": fmt, "ruler": ruler})
     target = targets.TARGETS[fmt]
