@@ -196,8 +196,9 @@ DEFAULTS: dict[str, Any] = {
     # evaluation or more after writing it (vmalert, Mimir, Thanos); "prometheus" for a
     # Prometheus server over its own TSDB (2.x, 3.x, prometheus-operator), which reads a
     # record the moment the rule before it in the group wrote it: the straggler flag then
-    # reads its stage baseline's record, and the mean no separate liveness of the raw
-    # counts (see docs/guides/sizing.md). Not with format mimir or thanos.
+    # reads its stage baseline's record, the mean no separate liveness of the raw counts,
+    # and the mesh is joined once for the positions and the moving excess (see
+    # docs/guides/sizing.md). Not with format mimir or thanos.
     "ruler": "any",
     # PrometheusRule manifests (format prometheus-operator), one per family.
     "prometheus_rule": {

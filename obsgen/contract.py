@@ -80,7 +80,8 @@ LABELS: dict[str, Label] = {
                               "(train_compute_wait_seconds), false where it does not; on the "
                               "rank place record only"),
         Label("obsgen_part", "tags the negated wait inside the busy-time rule's one sum of "
-                             "compute and wait; never on a recorded or scraped series"),
+                             "compute and wait; on a record only on the straggler family's "
+                             "placed ranks (ruler: prometheus): held or moving"),
         Label("pp_group", "the rank's pipeline (the ranks of every stage that pass it "
                           "activations), named by its lowest global rank"),
         Label("op", "collective operation, e.g. AllReduce, AllGather, ReduceScatter"),
@@ -449,6 +450,12 @@ RECORDED: dict[str, Recorded] = {
                  "a held rank that reports no wait inside compute, with its TP group (its "
                  "straggle may be a peer's, in its TP group or another stage of its pipeline), "
                  "valued as its page; no series for any other rank"),
+        Recorded("straggler_placed", "job_rank:train_straggler:placed",
+                 (*_RANK_NODE, "tp_rank", "cp_rank", "ep_rank", "dp_rank", "reports_wait",
+                  "obsgen_part"),
+                 "with ruler: prometheus only: the held ranks (obsgen_part held) and the ranks "
+                 "whose excess counts as moving (obsgen_part moving), each with its place in the "
+                 "mesh, read once for both; no series for any other rank"),
         Recorded("straggler_positions", "job_rank:train_straggler:positions",
                  (*_RANK_NODE, "tp_rank", "cp_rank", "ep_rank"),
                  "a held rank that reports its wait, with its positions in its TP, CP and EP "

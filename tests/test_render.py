@@ -306,8 +306,9 @@ def test_the_straggler_flag_reads_each_ranks_newest_mean(change, window):
 def test_on_prometheus_the_flag_reads_the_baseline_record_and_the_mean_no_liveness():
     """ruler: prometheus renders for a ruler that reads a record as soon as the rule above
     it wrote it: the flag divides the newest means by the baseline recorded at the same
-    evaluation (one read of the means, not three), and the mean's rate window alone ends
-    a rank. Only the straggler family reads differently; ruler: any keeps both."""
+    evaluation (one read of the means, not three), the mean's rate window alone ends a
+    rank, and the mesh positions and the moving excess read one join of their few ranks
+    with the mesh. Only the straggler family reads differently; ruler: any keeps all."""
     def rules(ruler):
         data = copy.deepcopy(config.DEFAULTS)
         data["ruler"] = ruler
@@ -323,5 +324,13 @@ def test_on_prometheus_the_flag_reads_the_baseline_record_and_the_mean_no_livene
     assert "(job_stage:train_busy_seconds:baseline1m > 0) > 1.07" in prom[flag]
     assert "baseline1m" not in any_[flag]
     assert "present_over_time" not in prom[mean] and "present_over_time" in any_[mean]
-    assert {k for k in prom if prom[k] != any_[k]} == {flag, mean}
-    assert {f for f in out_prom if out_prom[f] != out_any[f]} == {"rules/stragglers.yaml", "docs/metrics.md"}
+    placed = "job_rank:train_straggler:placed"
+    # the held and the moving ranks joined with the mesh once, for the positions and the
+    # moving excess to read
+    assert set(prom) - set(any_) == {placed} and placed in prom["job_rank:train_straggler:positions"]
+    assert placed in prom["job:train_straggler_moving:excess"]
+    assert prom[placed].count("job_rank:train_rank_mesh:place") == 1
+    assert {k for k in any_ if prom[k] != any_[k]} == {
+        flag, mean, "job_rank:train_straggler:positions", "job:train_straggler_moving:excess"}
+    changed = {f for f in out_prom if out_prom[f] != out_any[f]}
+    assert {f for f in changed if not f.startswith("docs/")} == {"rules/stragglers.yaml"}

@@ -216,7 +216,9 @@ def build(c: Ctx) -> Family:
               f"last_over_time({c.r(R.straggler_page)}[{recur}]))")
     # the moving excess of each rank with its data-parallel replica: the few moving ranks
     # joined once with every rank's place; a rank without a place is a replica of its own
-    replicas = (f"{moving}\n* {c.join((L.job_id, L.rank), (L.dp_rank,))} {c.r(R.rank_place)}\n"
+    placed = (c.r(R.straggler_placed, extra=(f'{c.l(L.obsgen_part)}="moving"',)) if local else
+              f"{moving}\n* {c.join((L.job_id, L.rank), (L.dp_rank,))} {c.r(R.rank_place)}")
+    replicas = (f"{placed}\n"
                 f"or {c.on(L.job_id, L.rank)}\n"
                 f'label_replace({moving}, "{c.l(L.dp_rank)}", "unplaced $1", "{c.l(L.rank)}", "(.*)")')
     rules = (
@@ -338,9 +340,23 @@ def build(c: Ctx) -> Family:
             * {c.join((L.job_id, L.rank), (L.tp_group,))}
             {c.r(R.rank_place, extra=(f'{c.l(L.reports_wait)}="false"',))}
         """)),
+        # On Prometheus (ruler: prometheus), the held ranks and the moving ones below joined
+        # with every rank's place once, not once each: a record the next rule reads at once.
+        *((Record(c.rname(R.straggler_placed), expr(f"""
+            (
+              label_replace({held}, "{c.l(L.obsgen_part)}", "held", "", "")
+              or label_replace({moving}, "{c.l(L.obsgen_part)}", "moving", "", "")
+            )
+            * {c.join((L.job_id, L.rank), (*positions, L.dp_rank, L.reports_wait))}
+            {c.r(R.rank_place)}
+        """)),) if local else ()),
         # Held ranks that report their wait, with their positions in their TP, CP and EP
         # groups: where slowness follows a position, the mesh mapping is at fault.
         Record(c.rname(R.straggler_positions), expr(f"""
+            sum without ({", ".join(c.l(k) for k in (L.obsgen_part, L.dp_rank, L.reports_wait))}) (
+              {c.r(R.straggler_placed, extra=(f'{c.l(L.obsgen_part)}="held"', f'{c.l(L.reports_wait)}="true"'))}
+            )
+        """ if local else f"""
             {held}
             * {c.join((L.job_id, L.rank), positions)}
             {c.r(R.rank_place, extra=(f'{c.l(L.reports_wait)}="true"',))}
