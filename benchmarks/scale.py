@@ -55,7 +55,7 @@ import yaml
 
 from obsgen import pipeline
 from obsgen.registry import PANEL_RECORDS
-from obsgen.config import DEFAULTS, Config, seconds
+from obsgen.config import DEFAULTS, ONE_PROMETHEUS, Config, seconds
 from obsgen.dashboards import PanelQuery, panel_queries
 from obsgen.promql import identifiers
 
@@ -98,9 +98,8 @@ def default_config() -> Config:
     which evaluates them over its own TSDB, as here: ``ruler: prometheus`` and the mesh
     facts every 4m. ``benchmarks/baseline/rules.yaml`` can hold the straggler family
     rendered for any ruler (the default, ``ruler: any``)."""
-    cfg = Config(copy.deepcopy(DEFAULTS), "(defaults, ruler: prometheus)")
-    cfg.data["ruler"] = "prometheus"
-    cfg.data["facts_intervals"] = {"stragglers": "4m"}
+    cfg = Config(copy.deepcopy(DEFAULTS), "(defaults, one Prometheus)")
+    cfg.data.update(copy.deepcopy(ONE_PROMETHEUS))
     return cfg
 
 

@@ -22,9 +22,8 @@ def _load(args) -> config.Config:
     for note in cfg.notes:
         print(note, file=sys.stderr)
     if getattr(args, "format", None):
-        if cfg["ruler"] == "prometheus" and args.format in ("mimir", "thanos"):
-            raise config.ConfigError([f"--format {args.format}: the config's ruler is "
-                                      "'prometheus'; a mimir or thanos ruler needs ruler: any"])
+        if problem := config.ruler_refused(cfg["ruler"], args.format):
+            raise config.ConfigError([f"--format {args.format}: ruler: {problem}"])
         cfg.data["format"] = args.format
     return cfg
 

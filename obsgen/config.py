@@ -359,10 +359,7 @@ class Config:
         """Whether histogram ``key`` is read from a source that records it once per log
         interval (a preset's cadence, whatever its setting), as Megatron records its step
         time, grad norm and loss together."""
-        from .presets import PRESETS
-        name = _effective(self.data, "metrics").get(key, key)
-        return any(key in PRESETS[p].cadence and PRESETS[p].metrics.get(key) == name
-                   for p in self.data.get("presets", ["default"]))
+        return _cadence(self.data, key) is not None
 
     def scale(self, key: str) -> float:
         """Factor from the unit the source publishes a metric's sums in to the contract's:
@@ -378,15 +375,35 @@ class Config:
         return factor
 
 
-def _steps_per_observation(data: dict, key: str) -> int | None:
-    """The preset setting behind ``key``'s cadence (None when unset), or 1."""
+def ruler_refused(ruler: str | None, fmt: str | None) -> str | None:
+    """Why rules for ``ruler`` cannot be loaded in format ``fmt``, or None."""
+    if ruler == "prometheus" and fmt in ("mimir", "thanos"):
+        return (f"must be 'any' with format {fmt!r}: 'prometheus' is for a Prometheus server "
+                "that evaluates its own TSDB")
+    return None
+
+
+# The sizing guide's config for a job of thousands of ranks on one Prometheus (the scale
+# benchmark measures it; obsgen plan points large jobs at it).
+ONE_PROMETHEUS = {"ruler": "prometheus", "facts_intervals": {"stragglers": "4m"}}
+
+
+def _cadence(data: dict, key: str) -> str | None:
+    """The config setting of the preset whose cadence ``key`` is read with (the preset's
+    name for the metric is the one read), or None."""
     from .presets import PRESETS
     name = _effective(data, "metrics").get(key, key)
     for preset in data.get("presets", ["default"]):
         p = PRESETS[preset]
         if key in p.cadence and p.metrics.get(key) == name:
-            return data.get(p.cadence[key])
-    return 1
+            return p.cadence[key]
+    return None
+
+
+def _steps_per_observation(data: dict, key: str) -> int | None:
+    """The preset setting behind ``key``'s cadence (None when unset), or 1."""
+    setting = _cadence(data, key)
+    return data.get(setting) if setting else 1
 
 
 def _effective(data: dict, section: str) -> dict[str, str]:
@@ -567,9 +584,8 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
             out.append((path, f"must be at most {duration(FACTS_MAX_PROMETHEUS)}, 30s under "
                               f"the 5m lookback, got {value!r}: a fact would lapse before "
                               "the next evaluation"))
-    if data.get("ruler") == "prometheus" and data.get("format") in ("mimir", "thanos"):
-        out.append(("ruler", f"must be 'any' with format {data['format']!r}: 'prometheus' is "
-                             "for a Prometheus server that evaluates its own TSDB"))
+    if problem := ruler_refused(data.get("ruler"), data.get("format")):
+        out.append(("ruler", problem))
     for label, value in data.get("selector", {}).items():
         op, text = ("=", value) if isinstance(value, str) else next(iter(value.items()))
         path = f"selector.{label}" if isinstance(value, str) else f"selector.{label}.{op}"

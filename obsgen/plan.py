@@ -10,10 +10,12 @@ stage or per job from their labels.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
 from . import config, contract
+from .config import ONE_PROMETHEUS
 from .contract import HISTOGRAM, L, M, R
 
 BYTES_PER_SERIES = 4096  # rough Prometheus head cost of an active series (memory)
@@ -200,9 +202,10 @@ def report(s: Shape, windows: dict[str, str] | None = None,
             f"~{total * BYTES_PER_SERIES / 2**30:.1f} GiB (plus churn on restarts: every restart "
             "creates new series for the new instances until the old ones leave the head)"]
     if s.ranks >= LARGE:
-        out.append("rule evaluation on one Prometheus at this size: set ruler: prometheus and "
-                   "facts_intervals: {stragglers: 4m} (docs/guides/sizing.md), measured in "
-                   "benchmarks/RESULTS.md")
+        told = ", ".join(f"{k}: {json.dumps(v).replace(chr(34), '')}"
+                         for k, v in ONE_PROMETHEUS.items())
+        out.append(f"rule evaluation on one Prometheus at this size: set {told} "
+                   "(docs/guides/sizing.md), measured in benchmarks/RESULTS.md")
     buckets = unread_buckets(lines)
     if buckets:
         out.append(f"of which histogram buckets no rule or panel reads: {buckets:,}; dropped at "

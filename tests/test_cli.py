@@ -155,8 +155,8 @@ def test_format_thanos_on_the_command_line_is_refused_for_rules_read_at_once(tmp
                  "--format", "thanos"])
     assert code == 2 and not out.exists()
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["--format thanos: the config's ruler is 'prometheus'; a mimir or thanos "
-                   "ruler needs ruler: any"]
+    assert err == ["--format thanos: ruler: must be 'any' with format 'thanos': 'prometheus' "
+                   "is for a Prometheus server that evaluates its own TSDB"]
 
 
 @pytest.mark.parametrize("flag", ["--late-reads", "--vmalert-tool"])

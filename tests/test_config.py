@@ -135,9 +135,11 @@ def test_bad_config_exits_2_and_writes_nothing(tmp_path, capsys):
     assert err == [f"{tmp_path / 'bad.yaml'}: thresholds.straggler_ratio: must be > 1, got 0.9"]
 
 
-def test_a_4m_fact_is_valid_on_a_prometheus_that_reads_its_records_at_once():
+def test_the_sizing_guides_config_for_one_prometheus_is_valid_and_needs_its_ruler():
+    """config.ONE_PROMETHEUS (4m facts with ruler: prometheus) validates; the same facts
+    interval for any ruler does not."""
     data = copy.deepcopy(config.DEFAULTS)
-    data.update({"ruler": "prometheus", "facts_intervals": {"stragglers": "4m"}})
+    data.update(copy.deepcopy(config.ONE_PROMETHEUS))
     assert config.validate(data, "(test)", NAMES) == []
     data["ruler"] = "any"
     assert [p.split(": ")[1] for p in config.validate(data, "(test)", NAMES)] == [

@@ -115,6 +115,6 @@ def test_cli_counts_the_records_of_the_families_the_config_renders(tmp_path, mon
 
 def test_a_large_job_is_pointed_at_the_rule_settings_for_one_prometheus():
     from obsgen.plan import LARGE, report
-    hint = "set ruler: prometheus and facts_intervals: {stragglers: 4m}"
+    hint = "set ruler: prometheus, facts_intervals: {stragglers: 4m}"
     assert hint in report(Shape(ranks=LARGE))
     assert hint not in report(Shape(ranks=LARGE // 2))

@@ -126,8 +126,7 @@ def test_the_straggler_fixtures_pass_on_the_rules_rendered_for_prometheus(tmp_pa
     from obsgen import config, pipeline
 
     data = copy.deepcopy(config.DEFAULTS)
-    data.update({"ruler": "prometheus", "facts_intervals": {"stragglers": "4m"},
-                 "families": ["stragglers"],
+    data.update({**copy.deepcopy(config.ONE_PROMETHEUS), "families": ["stragglers"],
                  "dashboards": {**data["dashboards"], "enabled": False}})
     text = pipeline.render_all(config.Config(data, "(test)"))["rules/stragglers.yaml"]
     assert text != (ROOT / "rules" / "stragglers.yaml").read_text()

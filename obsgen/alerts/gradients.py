@@ -111,9 +111,10 @@ def build(c: Ctx) -> Family:
     base, long = c.w("grad_baseline"), c.w("grad_long_baseline")
     factor = c.t("grad_explosion_factor")
     job = c.tl(L.job_id)
+    logged = c.cfg.per_log_interval(M.train_step_seconds.key)  # with its signals (Megatron)
     frozen = "".join(f"\n                or\n                {_frozen(c, m, name)}"
                      for m, name in ((M.train_grad_norm, "grad_norm"), (M.train_loss, "loss"))
-                     if c.cfg.per_log_interval(M.train_step_seconds.key))
+                     if logged)
     rules = (
         Record(c.rname(R.grad_norm_finite), expr(f"""
             max {c.by(L.job_id)} (({c.m(M.train_grad_norm)} >= 0) < +Inf)
@@ -165,7 +166,7 @@ def build(c: Ctx) -> Family:
                 "stepping" + (f"; or, recorded once per log interval, has not changed "
                               f"in {c.w('frozen_signal')} of logged steps: the OpenTelemetry "
                               "SDK drops a NaN and exports the last finite value again"
-                              if frozen else "") + "). The run is no longer learning; stop "
+                              if logged else "") + "). The run is no longer learning; stop "
                 "it and restart from the last good checkpoint."),
         ),
         Alert(

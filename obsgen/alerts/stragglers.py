@@ -216,9 +216,9 @@ def build(c: Ctx) -> Family:
               f"last_over_time({c.r(R.straggler_page)}[{recur}]))")
     # the moving excess of each rank with its data-parallel replica: the few moving ranks
     # joined once with every rank's place; a rank without a place is a replica of its own
-    placed = (c.r(R.straggler_placed, extra=(f'{c.l(L.obsgen_part)}="moving"',)) if local else
-              f"{moving}\n* {c.join((L.job_id, L.rank), (L.dp_rank,))} {c.r(R.rank_place)}")
-    replicas = (f"{placed}\n"
+    moving_placed = (c.r(R.straggler_placed, extra=(f'{c.l(L.obsgen_part)}="moving"',)) if local
+                     else f"{moving}\n* {c.join((L.job_id, L.rank), (L.dp_rank,))} {c.r(R.rank_place)}")
+    replicas = (f"{moving_placed}\n"
                 f"or {c.on(L.job_id, L.rank)}\n"
                 f'label_replace({moving}, "{c.l(L.dp_rank)}", "unplaced $1", "{c.l(L.rank)}", "(.*)")')
     rules = (
