@@ -11,7 +11,7 @@ DOCS_STAMP := $(VENV)/.installed-docs
 DIST_STAMP := $(VENV)/.installed-dist
 TOOLS  := promtool vmalert amtool
 E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager victoria-metrics
-TOOLS3 := promtool
+TOOLS3 := promtool vmalert
 E2E_TOOLS3 := promtool prometheus alertmanager prometheus-alertmanager amtool victoria-metrics vmalert vmalert-tool
 
 .DEFAULT_GOAL := help
@@ -40,10 +40,11 @@ check: $(STAMP) ## fail when committed generated files are stale
 tools: ## install promtool, vmalert, amtool (Debian prometheus, victoria-metrics, prometheus-alertmanager) when missing
 	@scripts/ensure-tools.sh $(TOOLS)
 
-# Prometheus 3's promtool beside Debian 12's 2.42: from Debian's unstable suite on the
-# machine's own mirror, checked against the archive keyring, unpacked into .tools/unstable
-# (never over the system's). The promtool fixtures run on both lines.
-tools3: ## unpack promtool 3.x from Debian unstable into .tools/unstable (never over the system's)
+# Prometheus 3's promtool beside Debian 12's 2.42, and vmalert 1.145 beside 1.79: from
+# Debian's unstable suite on the machine's own mirror, checked against the archive keyring,
+# unpacked into .tools/unstable (never over the system's). The promtool fixtures run on
+# both Prometheus lines, the rendered rule files load in both vmalert lines.
+tools3: ## unpack promtool 3.x and vmalert 1.145 from Debian unstable into .tools/unstable (never over the system's)
 	@$(PYTHON) scripts/unstable-tools.py $(TOOLS3)
 
 e2e-tools: tools3 ## install prometheus, prometheus-alertmanager and victoria-metrics when missing; unpack today's (3.5, 0.33, 1.145) into .tools/unstable
