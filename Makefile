@@ -53,7 +53,7 @@ e2e-tools: tools3 ## install prometheus, prometheus-alertmanager and victoria-me
 
 # The test files that run promtool on whole suites of rendered scenarios: make test's
 # second pytest stage. Every other test file runs in the first.
-PROMTOOL_TESTS := tests/test_promtool.py tests/test_scenarios.py tests/test_starters.py \
+PROMTOOL_TESTS := tests/test_promtool.py tests/test_scenarios.py tests/test_starters.py tests/test_shards.py \
 	tests/test_boundaries.py tests/test_late_reads.py
 
 test: $(DOCS_STAMP) tools tools3 ## staleness check, docs build, unit tests, promtool fixtures and scenarios, in timed stages, unit and promtool side by side (~4 min on 2 cores)

@@ -114,7 +114,8 @@ def _args_text(args) -> str:
 def cmd_test(args) -> int:
     from .scenarios import run as scenario_run
     cfg = _load(args)
-    rules = sorted(Path(args.out, "rules").glob("*.yaml"))
+    rules = sorted(Path(args.out, "rules").glob("*.yaml")) + sorted(
+        Path(args.out, "rules", "shard").glob("*.yaml"))
     folder = Path(args.fixtures or Path(args.out, cfg["scenario_tests"]["path"]))
     fixtures = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
     if not rules:

@@ -200,6 +200,20 @@ DEFAULTS: dict[str, Any] = {
     # and the mesh is joined once for the positions and the moving excess (see
     # docs/guides/sizing.md). Not with format mimir or thanos.
     "ruler": "any",
+    # Past one Prometheus (docs/guides/sizing.md, "One Prometheus or shards"; obsgen.shards).
+    "sharding": {
+        # Prometheus shards that split the scrape targets by host: 0 for one Prometheus (no
+        # split); 2 or more renders the shard tier (rules/shard/), the global tier
+        # (rules/) and each shard's scrape relabelling and remote write (sharding/).
+        "shards": 0,
+        # Target labels hashed (hashmod) to pick a host's shard: every target of a host
+        # (ranks, NCCL sidecar, dcgm-exporter, node_exporter) must give the same values.
+        "by": ["__meta_kubernetes_pod_node_name"],
+        # The central store's remote-write URL the shards send the global tier's series
+        # to (VictoriaMetrics' /api/v1/write, or a Prometheus' with its receiver on);
+        # required with shards.
+        "remote_write_url": None,
+    },
     # PrometheusRule manifests (format prometheus-operator), one per family.
     "prometheus_rule": {
         # Namespace the manifests are created in.
@@ -586,6 +600,16 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
                               "the next evaluation"))
     if problem := ruler_refused(data.get("ruler"), data.get("format")):
         out.append(("ruler", problem))
+    sharding = data.get("sharding") or {}
+    if sharding.get("shards"):
+        if not sharding.get("remote_write_url"):
+            out.append(("sharding.remote_write_url", "required with sharding.shards: the "
+                        "central store's remote-write URL the shards send the global tier's "
+                        "series to"))
+        if data.get("ruler") == "prometheus":
+            out.append(("ruler", "must be any with sharding.shards: the global tier reads "
+                                 "the shards' records back through remote write, a write "
+                                 "or more after they were recorded"))
     for label, value in data.get("selector", {}).items():
         op, text = ("=", value) if isinstance(value, str) else next(iter(value.items()))
         path = f"selector.{label}" if isinstance(value, str) else f"selector.{label}.{op}"

@@ -383,6 +383,12 @@ class Recorded:
 _RANK = ("job_id", "rank", "stage")
 _RANK_NODE = ("job_id", "rank", "stage", "node")  # the host the rank runs on, no join
 
+def shard_record(family: str, rule: str, n: int) -> str:
+    """Name of the shard-tier record a sharded render hoists out of a global rule
+    (obsgen.shards): the family, the rule it came from, and its number in the family."""
+    return f"obsgen_shard:{family}_{rule}:{n}"
+
+
 RECORDED: dict[str, Recorded] = {
     r.key: r
     for r in (

@@ -265,10 +265,9 @@ def _chains(families: list[Family], cfg: Config) -> tuple[dict[str, int], dict[s
     of record reads (obsgen.scenarios.late), from the rendered groups."""
     import yaml
 
-    from .render import rule_files
+    from .render import rule_files, rule_groups
     from .scenarios import late
-    from .targets import TARGETS
-    docs = [{"groups": TARGETS[cfg["format"]].groups(load_yaml(text))}
+    docs = [{"groups": rule_groups(path, load_yaml(text), cfg)}
             for path, text in rule_files(families, cfg).items()]
     every = seconds(cfg["rule_interval"]) if cfg["rule_interval"] else 30.0
     return late.depths(docs, every), late.paths(docs, every)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .render import MARKER
 
-MANAGED_DIRS = ("rules", "dashboards", "docs", "alertmanager")
+MANAGED_DIRS = ("rules", "dashboards", "docs", "alertmanager", "sharding")
 JOURNAL = ".obsgen-journal.json"
 LOCK = ".obsgen.lock"
 NEW, OLD = ".obsgen-new", ".obsgen-old"

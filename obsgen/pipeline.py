@@ -13,7 +13,7 @@ from typing import Callable
 
 import yaml
 
-from . import alertmanager, dashboards, docs, passes, promtool, registry, render, scenarios, targets
+from . import alertmanager, dashboards, docs, passes, promtool, registry, render, scenarios, shards, targets
 from .config import Config
 from .model import Family
 from .render import load_yaml
@@ -30,19 +30,21 @@ class ValidationError(Exception):
 
 def check_rule_files(files: dict[str, str], cfg: Config) -> list[str]:
     """promtool check rules on the groups of every rendered rule file, whatever its format."""
-    target = targets.TARGETS[cfg["format"]]
+    from . import shards
     rules = {p: t for p, t in files.items() if p.startswith("rules/")}
     if not rules:
         return []
     refused = [f"{rel}: {line}" for rel, text in sorted(rules.items())
-               for line in targets.refused(cfg["format"], target.groups(load_yaml(text)))]
+               for line in targets.refused(
+                   shards.shard_format(cfg) if shards.is_shard_file(rel) else cfg["format"],
+                   render.rule_groups(rel, load_yaml(text), cfg))]
     if refused:
         return refused
     with tempfile.TemporaryDirectory(prefix="obsgen-validate-") as tmp:
         paths = []
         for rel, text in sorted(rules.items()):
             path = Path(tmp) / Path(rel).name
-            path.write_text(yaml.safe_dump({"groups": target.groups(load_yaml(text))}))
+            path.write_text(yaml.safe_dump({"groups": render.rule_groups(rel, load_yaml(text), cfg)}))
             paths.append(path)
         result = promtool.check_rules(paths)
     if result.ok:
@@ -73,6 +75,7 @@ RENDERERS: tuple[Renderer, ...] = (
     dashboards.files,
     alertmanager.routes,
     scenarios.files,
+    shards.files,
 )
 
 

@@ -6,6 +6,8 @@ or a time, so an unchanged config renders unchanged bytes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import yaml
 
 from .config import Config, facts_interval, group_interval
@@ -107,11 +109,38 @@ def rule_files(families: list[Family], cfg: Config) -> dict[str, str]:
     if last and last[0] is families and last[1] is cfg and last[2] == [id(f) for f in families]:
         return dict(_last_rules["files"])
     target = targets.TARGETS[cfg["format"]]
-    files = {f"rules/{fam.name}.yaml": dump_yaml(target.document(fam, group_dicts(fam, cfg), cfg),
-                                                 f"obsgen/alerts/{fam.name}.py")
-             for fam in families}
+    tiers = [(families, "", target)]
+    if cfg["sharding"]["shards"]:
+        from . import shards
+        split = shards.split(families, cfg)
+        tiers = [(split.shard, shards.SHARD, targets.TARGETS[shards.shard_format(cfg)]),
+                 (split.global_, "", target)]
+    files = {}
+    for fams, tier, fmt in tiers:
+        for fam in fams:
+            groups = group_dicts(fam, cfg)
+            if tier:
+                groups = [{**g, "name": g["name"].replace("obsgen-", f"obsgen-{tier}-", 1)}
+                          for g in groups]
+                doc = fmt.document(replace(fam, name=f"{tier}-{fam.name}"), groups, cfg)
+            else:
+                doc = fmt.document(fam, groups, cfg)
+            files[rule_path(fam.name, tier)] = dump_yaml(doc, f"obsgen/alerts/{fam.name}.py")
     _last_rules.update(key=(families, cfg, [id(f) for f in families]), files=files)
     return dict(files)
+
+
+def rule_path(family: str, tier: str = "") -> str:
+    """The rendered rule file of a family (of the shard tier, with ``tier``: its own
+    folder and file name, so the shards load rules/shard/ and the central ruler rules/)."""
+    return f"rules/{tier}/{family}-{tier}.yaml" if tier else f"rules/{family}.yaml"
+
+
+def rule_groups(path: str, doc: dict, cfg: Config) -> list[dict]:
+    """The plain Prometheus rule groups of a rendered rule file, whatever its format and tier."""
+    from . import shards, targets
+    fmt = shards.shard_format(cfg) if shards.is_shard_file(path) else cfg["format"]
+    return targets.TARGETS[fmt].groups(doc)
 
 
 _last_rules: dict = {}  # rule_files' last inputs (held, so their ids stay theirs) and answer

@@ -57,10 +57,10 @@ def owned(cfg: Config) -> tuple[str, ...]:
     return (f"{cfg['scenario_tests']['path'].rstrip('/')}/{PREFIX}*.yaml",)
 
 
-def rule_path(cfg: Config, family: str) -> str:
-    """The rendered rule file, relative to the test file."""
+def rule_path(cfg: Config, rendered: str) -> str:
+    """The rendered rule file (its path under the output root), relative to the test file."""
     depth = len([p for p in cfg["scenario_tests"]["path"].split("/") if p and p != "."])
-    return "../" * depth + f"rules/{family}.yaml"
+    return "../" * depth + rendered
 
 
 def reads(exprs: list[str], cfg: Config) -> set[str]:
@@ -138,7 +138,9 @@ def files(fams: list[Family], cfg: Config) -> dict[str, str]:
     """Renderer: one promtool test file per family with scenarios."""
     if not cfg["scenario_tests"]["enabled"]:
         return {}
-    from ..render import rule_files  # the rendered rules: group names, what they read
+    # the rendered rules: group names, what they read
+    from ..render import rule_files, rule_groups, rule_path as render_path
+    from ..shards import SHARD
     rendered = rule_files(fams, cfg)
     by_name = {f.name: f for f in fams}
     out = {}
@@ -148,11 +150,13 @@ def files(fams: list[Family], cfg: Config) -> dict[str, str]:
         if family not in by_name:
             continue
         names = with_required(family, by_name)
-        docs = [load_yaml(rendered[f"rules/{n}.yaml"]) for n in names]
-        groups = [g for d in docs for g in _groups(d, cfg)]
+        # each family's shard tier (a sharded render) before its global tier
+        paths = [p for n in names for p in (render_path(n, SHARD), render_path(n))
+                 if p in rendered]
+        groups = [g for p in paths for g in rule_groups(p, load_yaml(rendered[p]), cfg)]
         exprs = [r["expr"] for g in groups for r in g["rules"]]
         out[path_of(cfg, family)] = test_file(
-            family, [rule_path(cfg, n) for n in names], [g["name"] for g in groups],
+            family, [rule_path(cfg, p) for p in paths], [g["name"] for g in groups],
             reads(exprs, cfg), items, cfg, by_name)
     return out
 
@@ -172,11 +176,6 @@ def reference(listed: dict[str, list], cfg: Config) -> str:
                   f"- *not stated:* {i.sentence}: {i.reason}" for i in items]
         lines.append("")
     return "\n".join(lines)
-
-
-def _groups(doc: dict, cfg: Config) -> list[dict]:
-    from ..targets import TARGETS
-    return TARGETS[cfg["format"]].groups(doc)
 
 
 def _alert_name(key: str, by_name: dict[str, Family]) -> str:

@@ -144,15 +144,23 @@ def _interval(group: dict, default: float) -> float:
     return seconds(group["interval"]) if group.get("interval") else default
 
 
-def late_rules(docs: list[dict], default_interval: float, lookback: float = 0) -> list[dict]:
-    """Rule file documents (``{"groups": [...]}``) with every record read late."""
+def late_rules(docs: list[dict], default_interval: float, lookback: float = 0,
+               kept: frozenset[str] = frozenset()) -> list[dict]:
+    """Rule file documents (``{"groups": [...]}``) with every record read late; those in
+    ``kept`` (written by a Prometheus, whose staleness markers the store keeps: a sharded
+    render's shard tier) without the lingering ``lookback``."""
     records = {r["record"] for g in _groups(docs) for r in g["rules"] if "record" in r}
+    lost = records - kept
+
+    def late(expr: str, every: float) -> str:
+        return read_late(read_late(expr, lost, every, lookback), records & kept, every)
+
     out = []
     for doc in docs:
         groups = []
         for g in doc.get("groups") or []:
             every = _interval(g, default_interval)
-            groups.append({**g, "rules": [{**r, "expr": read_late(str(r["expr"]), records, every, lookback)}
+            groups.append({**g, "rules": [{**r, "expr": late(str(r["expr"]), every)}
                                           for r in g["rules"]]})
         out.append({**doc, "groups": groups})
     return out

@@ -31,10 +31,9 @@ import yaml
 from .. import promtool
 from ..config import Config, duration, seconds
 from ..output import is_generated
-from ..targets import TARGETS
 from . import PREFIX, boundaries as edges, late as late_reads
 from .series import SCRAPE
-from ..render import load_yaml
+from ..render import load_yaml, rule_groups
 
 
 @dataclass
@@ -49,8 +48,8 @@ def plain_rules(rules: list[Path], cfg: Config, tmp: Path) -> dict[str, Path]:
     by_name = {p.name: p.resolve() for p in rules}
     if cfg["format"] == "prometheus":
         return by_name
-    target = TARGETS[cfg["format"]]
-    return rewritten(by_name, tmp / "rules", lambda docs: [{"groups": target.groups(d)} for d in docs])
+    return rewritten(by_name, tmp / "rules", lambda docs: [
+        {"groups": rule_groups(name, d, cfg)} for name, d in zip(by_name, docs)])
 
 
 def ours(path: Path) -> bool:
@@ -72,9 +71,14 @@ def rewritten(plain: dict[str, Path], folder: Path, transform) -> dict[str, Path
 def read_late(plain: dict[str, Path], tmp: Path) -> tuple[dict[str, Path], dict[str, float]]:
     """The plain rule files with every record read one evaluation late, and each alert's
     added delay in seconds."""
+    from ..shards import is_shard_file
     docs = [load_yaml(p.read_text()) for p in plain.values()]
+    # a shard tier's records come from Prometheus shards, whose staleness markers the
+    # central store keeps (remote write carries them)
+    kept = frozenset(r["record"] for name, d in zip(plain, docs) if is_shard_file(name)
+                     for g in d.get("groups") or [] for r in g["rules"] if "record" in r)
     return (rewritten(plain, tmp / "late",
-                      lambda d: late_reads.late_rules(d, SCRAPE, late_reads.LOOKBACK)),
+                      lambda d: late_reads.late_rules(d, SCRAPE, late_reads.LOOKBACK, kept)),
             late_reads.delays(docs, SCRAPE))
 
 

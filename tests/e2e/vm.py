@@ -164,10 +164,12 @@ class Flusher:
 
 
 def start_victoria_metrics(procs: harness.Processes, name: str, tmp: Path, factor: float,
-                           flushers: list[Flusher], *flags: str) -> harness.Prometheus:
+                           flushers: list[Flusher], *flags: str,
+                           port: int | None = None) -> harness.Prometheus:
     """A VictoriaMetrics single node storing into ``tmp/vm-data`` with the scaled flags and
-    ``flags``, once it answers; its Flusher is appended to ``flushers`` to stop."""
-    url = f"http://127.0.0.1:{harness.free_port()}"
+    ``flags`` (on ``port``, or a free one), once it answers; its Flusher is appended to
+    ``flushers`` to stop."""
+    url = f"http://127.0.0.1:{port or harness.free_port()}"
     procs.start(name, [shutil.which("victoria-metrics"), f"-storageDataPath={tmp / 'vm-data'}",
                        f"-httpListenAddr={url.removeprefix('http://')}", *flags,
                        *victoria_metrics_flags(factor)])
