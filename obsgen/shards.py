@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from . import contract
 from .config import Config
 from .model import Alert, Family, Record
+from .passes import DefinitionError
 
 # Contract labels that pin a series to one host, hence to one shard (see the docstring).
 PIN_KEYS = ("rank", "node", "UUID", "Hostname", "hostname", "nodename", "instance")
@@ -60,8 +61,11 @@ def is_shard_file(path: str) -> bool:
     return path.replace("\\", "/").rsplit("/", 1)[-1].endswith(f"-{SHARD}.yaml")
 
 
-class Unsplittable(Exception):
-    """A family whose rules cannot be split (its message says which rule and why)."""
+class Unsplittable(DefinitionError):
+    """A family whose rules cannot be split: one line naming the family, the rule and why."""
+
+    def __init__(self, problem: str):
+        super().__init__([problem])
 
 
 @dataclass(frozen=True)
@@ -289,11 +293,53 @@ def shard_config(cfg: Config, keep: tuple[str, ...], index: int) -> dict:
 
 
 def files(families: list[Family], cfg: Config) -> dict[str, str]:
-    """Renderer: sharding/shard-<i>.yaml for each shard of a sharded config."""
+    """Renderer: docs/sharding.md, which says where each family's rules run (or would run,
+    on one Prometheus), and sharding/shard-<i>.yaml for each shard of a sharded config."""
     from .render import dump_yaml
+    tiers = split(families, cfg)
+    out = {f"sharding/shard-{i}.yaml": dump_yaml(shard_config(cfg, tiers.keep, i), "obsgen/shards.py")
+           for i in range(cfg["sharding"]["shards"])}
+    out["docs/sharding.md"] = reference(families, tiers, cfg)
+    return out
+
+
+def reference(families: list[Family], tiers: Split, cfg: Config) -> str:
+    """docs/sharding.md: each family's rules by tier, and what the shards write."""
+    from .render import MARKER
+    shard = {f.name: f for f in tiers.shard}
+    glob = {f.name: f for f in tiers.global_}
+    by = ", ".join(f"`{b}`" for b in cfg["sharding"]["by"])
     count = cfg["sharding"]["shards"]
-    if not count:
-        return {}
-    keep = split(families, cfg).keep
-    return {f"sharding/shard-{i}.yaml": dump_yaml(shard_config(cfg, keep, i), "obsgen/shards.py")
-            for i in range(count)}
+    lines = [f"<!-- {MARKER} from obsgen/shards.py and the config. Do not edit: change "
+             "obsgen.yaml (or the definitions) and run `obsgen render`. -->", "",
+             "# Where the rules run: shards and the centre", ""]
+    if count:
+        lines += [f"{count} Prometheus shards split the targets by host (hashmod of {by}). "
+                  "Each loads `rules/shard/*.yaml` and adds `sharding/shard-<i>.yaml`; the "
+                  "central ruler loads `rules/*.yaml`."]
+    else:
+        hosts = ", ".join(cfg["sharding"]["by"])
+        lines += ["This config runs on one Prometheus (`sharding.shards: 0`), which loads "
+                  f"`rules/*.yaml`. With `sharding.shards` set (and `by: [{hosts}]`), "
+                  "its rules split as below: the shards load `rules/shard/*.yaml`, the "
+                  "central ruler the rest."]
+    lines += ["obsgen's sizing guide, \"One Prometheus or shards\", says when to shard and "
+              "how to deploy each tier. Every family below splits; one that could not would "
+              "be refused by the render with the rule and the reason.", ""]
+    for fam in families:
+        lines += [f"## {fam.name}", ""]
+        if fam.name not in shard:
+            lines += ["Evaluated wholly at the centre: none of its rules reads a series a "
+                      "shard holds alone.", ""]
+        else:
+            lines += ["On every shard:", ""]
+            lines += [f"- `{r.name}`: `{' '.join(r.expr.split())}`" for r in shard[fam.name].rules]
+            lines.append("")
+        if fam.name in glob:
+            lines += ["At the centre: " + ", ".join(f"`{r.name}`" for r in glob[fam.name].rules),
+                      ""]
+    lines += ["## What the shards write to the centre", "",
+              "The `write_relabel_configs` keep-list of every shard: the series the centre "
+              "reads.", ""]
+    lines += [f"- `{name}`" for name in tiers.keep]
+    return "\n".join(lines) + "\n"

@@ -193,9 +193,14 @@ def test_the_sharded_render_writes_both_tiers_and_each_shards_config():
         assert kept["action"] == "keep" and kept["source_labels"] == ["__name__"]
         assert "job_rank:train_busy_seconds:mean1m" in kept["regex"].split("|")
         assert "train_step_seconds_count" not in kept["regex"].split("|")
+    page = files["docs/sharding.md"]
+    assert all(f"## {f.name}\n" in page for f in pipeline.families(cfg))
+    assert "- `job_rank:train_busy_seconds:mean1m`: `sum by" in page
     # one Prometheus renders neither
     plain = pipeline.render_all(config.defaults())
     assert not [p for p in plain if p.startswith(("rules/shard/", "sharding/"))]
+    assert "runs on one Prometheus" in plain["docs/sharding.md"]
+    assert "- `job_rank:train_busy_seconds:mean1m`: `sum by" in plain["docs/sharding.md"]
     assert {p: t for p, t in plain.items() if p.startswith("rules/")} == {
         p: t for p, t in pipeline.render_all(_cfg("sharding: {shards: 0}\n")).items()
         if p.startswith("rules/")}
@@ -259,3 +264,36 @@ def test_a_shard_record_that_filters_fails_the_rank_loss_on_a_store_without_mark
     monkeypatch.setattr(shards, "is_shard_file", lambda path: False)
     monkeypatch.setattr(scenario_run, "is_shard_file", lambda path: False, raising=False)
     assert cli.main(["test", "--late-reads"]) == 1
+
+
+def test_a_family_that_cannot_be_split_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    """Were a part the split records on the shards not found again in its rule (a printer
+    that wrote it otherwise), the render says which family and rule, and writes nothing."""
+    from obsgen import cli
+    (tmp_path / "obsgen.yaml").write_text(SHARDED)
+    monkeypatch.chdir(tmp_path)
+    stray = promql_parser.parse("rate(train_planned_steps[5m])")
+    monkeypatch.setattr(shards, "_parts", lambda node, env, out: [stray])
+    assert cli.main(["render"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("family "), lines
+    assert "is not found again in its printed expression" in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["obsgen.yaml"]
+
+
+@pytest.mark.promtool
+@pytest.mark.vmalert
+@pytest.mark.parametrize("engine", ["Prometheus 2.42", "Prometheus 3.5", "vmalert 1.79", "vmalert 1.145"])
+def test_both_tiers_load_in_every_engine(engine, tmp_path):
+    """The shards are Prometheus (2.x or 3.x), the centre vmalert or a Prometheus: every
+    engine loads both tiers, the hoisted records included."""
+    from .test_targets import loads
+    cfg = _cfg(SHARDED + "presets: [megatron-otel, dcgm]\nmegatron_log_interval: 10\n")
+    paths = []
+    for rel, text in render.rule_files(pipeline.families(cfg), cfg).items():
+        path = tmp_path / rel.replace("/", "_")
+        path.write_text(text)
+        paths.append(path)
+    assert any("shard" in p.name for p in paths)
+    result = loads(engine, paths)
+    assert result.ok, result.output
