@@ -178,6 +178,10 @@ def cmd_plan(args) -> int:
     cfg = _load(args)
     recorded = {r.name for f in registry.build(cfg) for r in f.records}
     print(report(shape, cfg["windows"], recorded), end="")
+    shards = args.shards or cfg["sharding"]["shards"]
+    if shards:
+        from . import shardplan
+        print(shardplan.report(shape, cfg, shards), end="")
     return 0
 
 
@@ -203,6 +207,15 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--planned-end", action="store_true", help="the job passes a deadline")
     p.add_argument("--checkpoint-bytes", action="store_true", help="the loop reports checkpoint bytes")
     p.add_argument("--no-sidecar", action="store_true", help="no NCCL sidecar next to the ranks")
+
+    def shards(text: str) -> int:
+        value = int(text)
+        if value < 2 or value > 1024:
+            raise argparse.ArgumentTypeError(f"must be 2 to 1024 (as sharding.shards), got {value}")
+        return value
+    p.add_argument("--shards", type=shards, default=0,
+                   help="also size N Prometheus shards and the central store (default: the "
+                        "config's sharding.shards)")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
