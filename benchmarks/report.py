@@ -435,9 +435,23 @@ def with_drop_buckets(results: dict, here: Path) -> dict:
     return results
 
 
+def text(results: dict, here: Path) -> str:
+    """RESULTS.md: the scale run's report, and the sharded run's targets when its
+    sharded.json is beside results.json."""
+    out = markdown(with_drop_buckets(results, here))
+    if (here / "sharded.json").exists():
+        from . import sharded
+        res = json.loads((here / "sharded.json").read_text())
+        out += "\n".join(["", "## 131,072 ranks: sharded Prometheus and a central ruler", "",
+                          f"From `benchmarks/sharded.py` (SHARDED.md): the shard tier on one "
+                          f"shard of {res['ranks']:,} ranks, as each of 8 shards of a "
+                          "131,072-rank job holds.", "", *sharded.targets(res)]) + "\n"
+    return out
+
+
 def write(results: dict, here: Path) -> None:
+    (here / "RESULTS.md").write_text(text(results, here))
     results = with_drop_buckets(results, here)
-    (here / "RESULTS.md").write_text(markdown(results))
     try:
         plot(results, here / "scale.png")
     except ImportError:

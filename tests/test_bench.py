@@ -272,8 +272,8 @@ def test_the_committed_report_is_what_its_saved_results_and_findings_write():
     from benchmarks import report
 
     here = ROOT / "benchmarks"
-    results = report.with_drop_buckets(json.loads((here / "results.json").read_text()), here)
-    assert (here / "RESULTS.md").read_text() == report.markdown(results), (
+    results = json.loads((here / "results.json").read_text())
+    assert (here / "RESULTS.md").read_text() == report.text(results, here), (
         "benchmarks/RESULTS.md is stale: python -m benchmarks.scale --report")
 
 
@@ -293,3 +293,41 @@ def test_a_group_is_the_median_of_the_sums_of_its_rules_not_the_sum_of_their_med
     assert g["ms"] == 1000.0
     assert g["rules"] == {"a": 0.0, "b": 0.0}
     assert g["errors"] == ["b: timeout"]
+
+
+def _sharded_result(slowest_ms: float, sent: float) -> dict:
+    group = {"suite": "obsgen", "ms": slowest_ms, "interval": 30, "samples": 10}
+    return {"ranks": 16384, "groups": {"obsgen-shard-stragglers": group,
+                                       "obsgen-shard-ranks": {**group, "ms": 1.0},
+                                       "naive-stragglers": {**group, "suite": "naive"}},
+            "sent_per_s": sent, "scraped_per_s": 1000.0,
+            "model": {"sent_per_s": 30.0, "scraped_per_s": 1000.0},
+            "memory": {"obsgen": {"rules_peak_rss": 2**30, "idle_rss": 2**29}},
+            "counts": {"all": 5}, "kept_series": {"a:b": 3}, "big": {}}
+
+
+@pytest.mark.parametrize("case,slowest,sent,want", [
+    ("a shard group of 1.2 s misses, 3% of the scrapes meets", 1200.0, 30.0, ["**missed**", "met"]),
+    ("a shard group of 900 ms meets, 6% of the scrapes misses", 900.0, 60.0, ["met", "**missed**"]),
+])
+def test_the_sharded_targets_say_met_or_missed_from_the_measures(case, slowest, sent, want):
+    from benchmarks import sharded
+    rows = sharded.targets(_sharded_result(slowest, sent))[2:4]
+    assert [r.rsplit("|", 2)[-2].strip() for r in rows] == want, rows
+    assert "obsgen-shard-stragglers" in rows[0]
+    # the open targets are named open, never met
+    assert all(r.endswith("| open |") for r in sharded.targets(_sharded_result(1, 1))[4:6])
+
+
+def test_the_sharded_benchmark_times_the_shard_tier_and_counts_the_keep_list():
+    from benchmarks import sharded
+    rules, keep = sharded.shard_tier(sharded.sharded_config())
+    assert rules and all(r.group.startswith("obsgen-shard-") for r in rules)
+    assert "job_rank:train_busy_seconds:mean1m" in keep
+    # every raw series the shard tier reads is one the benchmark streams
+    from obsgen.contract import METRICS
+    contract = set(METRICS) | {m + s for m in METRICS for s in ("_bucket", "_sum", "_count")}
+    read = scale.read_families([r.expr for r in rules]) & contract
+    written = set(_tiny().series()) | {"train_grad_norm", "train_loss", "train_nonfinite"}
+    assert read and read - written <= {"job_recovery_seconds", "job_checkpoint_age_at_failure_seconds",
+                              "moe_expert_tokens_total"}, sorted(read - written)
