@@ -222,6 +222,45 @@ def _parse(expr: str):
     return promql_parser.parse(expr)
 
 
+_STRING = re.compile(r""""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`""", re.S)
+_DUR = r"\d+(?:ms|[smhdwy])(?:\d+(?:ms|[smhdwy]))*"
+_DURATION = re.compile(rf"(\[\s*|:\s*|\boffset\s+-?)({_DUR})(?=\s*[\]:)\s])")
+_HELD = re.compile(r"(\[\s*|:\s*|\boffset\s+-?)(7\d{3})y(?=\s*[\]:)\s])")
+
+
+class _Literals:
+    """The split prints parts of expressions (promql_parser), and that printer writes
+    label values unescaped and durations under a second as 0s. So expressions are parsed
+    with every string and every duration held by a placeholder it prints unchanged
+    (``"__obsgen_lit_<i>__"``, ``<7000 + i>y``), and what is printed gets them back."""
+
+    def __init__(self):
+        self.strings: dict[str, str] = {}
+        self.durations: dict[str, str] = {}  # placeholder number -> the duration as written
+
+    def mask(self, expr: str) -> str:
+        def string(m):
+            for key, text in self.strings.items():
+                if text == m.group(0):
+                    return key
+            key = f'"__obsgen_lit_{len(self.strings)}__"'
+            self.strings[key] = m.group(0)
+            return key
+
+        def duration(m):
+            for key, text in self.durations.items():
+                if text == m.group(2):
+                    return f"{m.group(1)}{key}y"
+            key = str(7000 + len(self.durations))
+            self.durations[key] = m.group(2)
+            return f"{m.group(1)}{key}y"
+        return _DURATION.sub(duration, _STRING.sub(string, expr))
+
+    def unmask(self, text: str) -> str:
+        text = _HELD.sub(lambda m: m.group(1) + self.durations[m.group(2)], text)
+        return re.sub(r'"__obsgen_lit_\d+__"', lambda m: self.strings[m.group(0)], text)
+
+
 def split(families: list[Family], cfg: Config) -> Split:
     """The shard and the global tier of these families (see the module docstring)."""
     env = _Env(cfg)
@@ -230,8 +269,9 @@ def split(families: list[Family], cfg: Config) -> Split:
         shard_rules: list[Record] = []
         global_rules: list[Record | Alert] = []
         hoisted: dict[str, str] = {}  # part's text -> its record name
+        lit = _Literals()  # one for the family: a part's text means one thing in it
         for rule in fam.rules:
-            tree = _parse(rule.expr)
+            tree = _parse(lit.mask(rule.expr))
             if isinstance(rule, Record) and _hoistable(tree, env) or (
                     isinstance(rule, Record) and local_pins(tree, env) not in (None, _SCALAR)):
                 env.shard_records[rule.name] = local_pins(tree, env)
@@ -247,16 +287,17 @@ def split(families: list[Family], cfg: Config) -> Split:
                                                                  else rule.name), len(hoisted))
                     hoisted[body] = name
                     env.shard_records[name] = local_pins(part, env)
-                    shard_rules.append(Record(name, body, fact=getattr(rule, "fact", False),
-                                              group=""))
+                    shard_rules.append(Record(name, lit.unmask(body),
+                                              fact=getattr(rule, "fact", False), group=""))
             # the longest first: a shorter part may be text inside a longer one
             for body in sorted(bodies, key=len, reverse=True):
                 pattern = re.compile(r"(?<![a-zA-Z0-9_:])" + re.escape(body))
                 text, found = pattern.subn(lambda _m, b=body: hoisted[b], text)
                 if not found:
-                    raise Unsplittable(f"family {fam.name}: rule {rule.name}: its part {body} "
-                                       "is not found again in its printed expression")
-            rewritten = replace(rule, expr=text) if text != str(tree) else rule
+                    raise Unsplittable(f"family {fam.name}: rule {rule.name}: its part "
+                                       f"{lit.unmask(body)} is not found again in its printed "
+                                       "expression")
+            rewritten = replace(rule, expr=lit.unmask(text)) if text != str(tree) else rule
             if isinstance(rule, Record):
                 env.global_records.add(rule.name)
             global_rules.append(rewritten)
@@ -296,6 +337,8 @@ def files(families: list[Family], cfg: Config) -> dict[str, str]:
     """Renderer: docs/sharding.md, which says where each family's rules run (or would run,
     on one Prometheus), and sharding/shard-<i>.yaml for each shard of a sharded config."""
     from .render import dump_yaml
+    if not cfg["sharding"]["shards"] and not cfg["docs"]["enabled"]:
+        return {}
     tiers = split(families, cfg)
     out = {f"sharding/shard-{i}.yaml": dump_yaml(shard_config(cfg, tiers.keep, i), "obsgen/shards.py")
            for i in range(cfg["sharding"]["shards"])}

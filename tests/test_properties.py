@@ -21,7 +21,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from obsgen import config, contract, pipeline, promtool, registry, targets
+from obsgen import config, contract, pipeline, promtool, registry, render, targets
 from obsgen.cli import main
 from obsgen.render import MARKER
 
@@ -128,6 +128,10 @@ def valid_configs(draw) -> dict:
         cfg.setdefault("dashboards", {})["enabled"] = False
     if draw(st.booleans()):
         cfg["format"] = draw(st.sampled_from(sorted(targets.TARGETS)))
+    if draw(st.booleans()):  # the shard and the global tier (obsgen.shards)
+        cfg["sharding"] = {"shards": draw(st.integers(2, 64)),
+                           "by": draw(st.lists(label_name, min_size=1, max_size=2, unique=True)),
+                           "remote_write_url": "http://127.0.0.1:8428/api/v1/write"}
     return cfg
 
 
@@ -177,14 +181,13 @@ def test_valid_configs_render(tmp_path_factory, data):
     files = pipeline.render_all(cfg)
     # Every dashboard passes the lint and Grafana's schema (shipped in the package).
     assert pipeline.check_dashboards(files, cfg) == []
-    target = targets.TARGETS[cfg["format"]]
     rule_files = []
     for rel, text_ in files.items():
         assert MARKER in text_[:400], rel
         if rel.startswith("rules/"):
-            out = tmp / f"{Path(rel).stem}.yaml"
-            out.write_text(yaml.safe_dump({"groups": target.groups(yaml.safe_load(text_))},
-                                          allow_unicode=True))
+            groups = render.rule_groups(rel, yaml.safe_load(text_), cfg)
+            out = tmp / rel.replace("/", "_")
+            out.write_text(yaml.safe_dump({"groups": groups}, allow_unicode=True))
             rule_files.append(out)
     _RENDERED.append((data, rule_files))
 

@@ -207,17 +207,17 @@ def test_the_sharded_render_writes_both_tiers_and_each_shards_config():
 
 
 BAD = {
-    "one shard is no split": ("sharding: {shards: 1, remote_write_url: http://a:1/w}\n",
+    "one shard is no split": ("sharding: {shards: 1, remote_write_url: http://127.0.0.1:1/w}\n",
                               "sharding.shards"),
     "shards need the central store's address": ("sharding: {shards: 2}\n",
                                                 "sharding.remote_write_url"),
-    "the address must be http(s)": ("sharding: {shards: 2, remote_write_url: 'ftp://a/w'}\n",
+    "the address must be http(s)": ("sharding: {shards: 2, remote_write_url: 'ftp://127.0.0.1/w'}\n",
                                     "sharding.remote_write_url"),
     "the hashed labels must be label names": (
-        "sharding: {shards: 2, remote_write_url: 'http://a:1/w', by: ['not a label']}\n",
+        "sharding: {shards: 2, remote_write_url: 'http://127.0.0.1:1/w', by: ['not a label']}\n",
         "sharding.by"),
     "the centre reads records late: not ruler: prometheus": (
-        "ruler: prometheus\nsharding: {shards: 2, remote_write_url: 'http://a:1/w'}\n", "ruler"),
+        "ruler: prometheus\nsharding: {shards: 2, remote_write_url: 'http://127.0.0.1:1/w'}\n", "ruler"),
 }
 
 
@@ -297,3 +297,32 @@ def test_both_tiers_load_in_every_engine(engine, tmp_path):
     assert any("shard" in p.name for p in paths)
     result = loads(engine, paths)
     assert result.ok, result.output
+
+
+@pytest.mark.parametrize("case", ["a double quote", "a backslash", "a newline",
+                                  "all of them with unicode", "template syntax"])
+def test_the_split_writes_selector_values_and_windows_as_the_rules_do(case, tmp_path):
+    """promql_parser prints label values unescaped and sub-second windows as 0s: the split
+    keeps every string and duration as the unsplit rules write them (a nasty selector, and
+    a 100x profile's windows under a second)."""
+    from tests.test_escaping import NASTY
+    from obsgen import timescale
+    base = yaml.safe_load(timescale.profile_yaml(100.0))
+    from obsgen import registry
+    path = tmp_path / "obsgen.yaml"
+    path.write_text(yaml.safe_dump({**base, "selector": {"cluster": NASTY[case]}}) + SHARDED)
+    cfg = config.load(path, alert_names=registry.alert_names())
+    fams = pipeline.families(cfg)
+    tiers = shards.split(fams, cfg)
+
+    def literals(families):
+        out = set()
+        for f in families:
+            for r in f.rules:
+                out |= set(shards._STRING.findall(r.expr))
+                out |= {m.group(2) for m in shards._DURATION.finditer(r.expr)}
+                promql_parser.parse(r.expr)  # and it parses
+        return out
+    split = literals(tiers.shard) | literals(tiers.global_)
+    assert split == literals(fams)
+    assert any("ms" in d for d in split)  # the profile has windows under a second
