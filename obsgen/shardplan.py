@@ -16,10 +16,10 @@ series once per scrape interval.
 """
 from __future__ import annotations
 
-from . import config, contract
+from . import contract
 from .config import Config
 from .plan import BYTES_PER_SERIES, Line, Shape, plan, unread_buckets
-from .shards import _SCALAR, _Env, _labels, _parse, split
+from .shards import _SCALAR, _labels, _parse, split
 from .timescale import EVALUATION_INTERVAL, SCRAPE_INTERVAL
 
 
@@ -179,7 +179,7 @@ def sizing(s: Shape, cfg: Config, shards: int, families=None) -> dict:
                 group_interval(cfg, fam.name)
             every[rule.name] = seconds(interval) if interval else EVALUATION_INTERVAL
     scraped = sum(l.total for l in lines.values() if l.type != "recorded")
-    kept = {n: shard_series.get(n, lines[n].total if n in lines else 0) for n in tiers.keep}
+    kept = {n: counts.get(n, 0) for n in tiers.keep}  # shard records and cluster-wide series
     sent = sum(v / every.get(n, SCRAPE_INTERVAL) for n, v in kept.items())
     glob = sum(lines[r.name].total for f in tiers.global_ for r in f.rules
                if getattr(r, "name", None) in lines and r.name not in shard_series)

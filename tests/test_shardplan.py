@@ -99,3 +99,14 @@ def test_a_shard_count_sharding_refuses_is_refused(shards_, capsys):
         main(["plan", "--ranks", "8", "--shards", shards_])
     assert exc.value.code == 2
     assert "--shards" in capsys.readouterr().err
+
+
+def test_renamed_metrics_and_labels_are_sized_as_the_defaults(tmp_path):
+    """A config that renames what the shards write sizes the same centre."""
+    from obsgen import registry
+    path = tmp_path / "obsgen.yaml"
+    path.write_text("metrics: {kube_pod_labels: site_pod_labels, train_world_size: ws}\n"
+                    "labels: {rank: global_rank, node: host}\n")
+    renamed = config.load(path, alert_names=registry.alert_names())
+    got, want = (shardplan.sizing(BIG, c, 8) for c in (renamed, CFG))
+    assert got == want
