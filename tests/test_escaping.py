@@ -20,6 +20,9 @@ NASTY = {
     "a newline": "line one\nline two",
     "braces": "{cluster=~\".*\"}",
     "template syntax": "{{ $value }}",
+    # a description's query is a Go string: a backtick would end a raw one, which also
+    # drops a carriage return
+    "a backtick and a carriage return": "a`b\rc",
     "all of them with unicode": 'é "q" \\ {x}\n{{ .Labels }} ✓',
     # YAML 1.1 parsers (promtool's) read NEL and the Unicode separators as line breaks
     "a next-line character (U+0085)": "a\x85b",
@@ -71,6 +74,21 @@ def test_a_selector_value_matches_exactly_that_value(case, tmp_path):
     result = run_promtool(tmp_path, cfg, series,
                           [{"cluster": value, "job_id": "j1", "signal": "grad_norm"}])
     assert result.ok, result.output
+
+
+@pytest.mark.promtool
+@pytest.mark.parametrize("case", NASTY, ids=list(NASTY))
+def test_every_rule_file_with_a_nasty_selector_passes_promtool_check(case, tmp_path):
+    """Every family, its annotation templates included: the TP-group alert's description
+    carries a query with the selector in it, as a Go string."""
+    cfg = cfg_with(tmp_path, yaml.safe_dump({"selector": {"cluster": NASTY[case]}}))
+    paths = []
+    for rel, text in pipeline.render_all(cfg).items():
+        if rel.startswith("rules/"):
+            paths.append(tmp_path / rel.replace("/", "_"))
+            paths[-1].write_text(text)
+    result = promtool.check_rules(paths)
+    assert result.ok, result.output[-2000:]
 
 
 @pytest.mark.promtool

@@ -165,6 +165,7 @@ Check first:
 
 from __future__ import annotations
 
+import json
 import math
 
 from ..config import duration, group_interval, seconds
@@ -178,6 +179,15 @@ NAME = "stragglers"
 # idle time it gives the other stages, the slower steps, the later finish.
 EFFECTS = ("Train_Bubble_Excess", "Train_StepTime_Regression", "Train_ETA_Slip")
 AXES = (("tp", L.tp_rank), ("cp", L.cp_rank), ("ep", L.ep_rank))  # mesh_axis, its position label
+
+
+def go_string(text: str) -> str:
+    """A Go template string literal of ``text``: raw, in backticks, unless it holds a
+    backtick (which would end it) or a carriage return (which a raw string drops); then
+    quoted, with Go's escapes, which JSON's are."""
+    if "`" in text or "\r" in text:
+        return json.dumps(text, ensure_ascii=False)
+    return f"`{text}`"
 
 
 def build(c: Ctx) -> Family:
@@ -201,11 +211,12 @@ def build(c: Ctx) -> Family:
     pipelines = (f"({lockstep_groups})\n* {c.join((L.job_id, L.tp_group), (L.pp_group,))} "
                  f"{c.r(R.tp_pipeline)}")
     # the TP groups of the pipeline an alert names, from the query of its description
-    listed = ("{{ range query `count by (%s) (%s)` | sortByLabel \"%s\" }}{{ if and (eq "
+    listed = ("{{ range query %s | sortByLabel \"%s\" }}{{ if and (eq "
               ".Labels.%s $labels.%s) (eq .Labels.%s $labels.%s) }} {{ .Labels.%s }}{{ end }}"
               "{{ end }}" % (
-                  c.labels(L.job_id, L.pp_group, L.tp_group),
-                  pipelines.replace("\n", " "), c.l(L.tp_group), c.l(L.job_id), c.l(L.job_id),
+                  go_string(f"count by ({c.labels(L.job_id, L.pp_group, L.tp_group)}) "
+                            f"({pipelines.replace(chr(10), ' ')})"),
+                  c.l(L.tp_group), c.l(L.job_id), c.l(L.job_id),
                   c.l(L.pp_group), c.l(L.pp_group), c.l(L.tp_group)))
     top = f"topk {c.by(*stage)} (1, {cost})"
     evaluations = number(round(seconds(recur) / every))  # of the recurrence window
