@@ -123,9 +123,21 @@ def targets(res: dict) -> list[str]:
             "| every panel over 1 h at 131,072 ranks under 2 s | not measured (the same next "
             "step) | open |", "",
             f"The naive suite took {naive:,.0f} ms per evaluation in the same run: the machine's "
-            "speed, as in RESULTS.md. Peak RSS of the Prometheus evaluating the shard tier: "
-            f"{mem['rules_peak_rss'] / 2**30:.1f} GiB ({mem['idle_rss'] / 2**30:.1f} GiB idle); "
-            f"{res['counts']['all']:,.0f} series in the shard's TSDB."]
+            f"speed, as in RESULTS.md{_speed(naive, n, worst[1]['ms'])}. Peak RSS of a fresh "
+            "Prometheus evaluating the shard tier over the shard's blocks, as RESULTS.md "
+            f"measures the rules: {mem['rules_peak_rss'] / 2**30:.1f} GiB (a shard that scrapes "
+            f"holds its head too); {res['counts']['all']:,.0f} series in the shard's TSDB."]
+
+
+def _speed(naive: float, n: int, worst: float) -> str:
+    """The run's speed against the reference run of RESULTS.md, where it has one."""
+    from .measures import REFERENCE_NAIVE_MS
+    if n not in REFERENCE_NAIVE_MS or not naive:
+        return ""
+    factor = naive / REFERENCE_NAIVE_MS[n]
+    return (f", {factor:.2f}x the {REFERENCE_NAIVE_MS[n]:,.0f} ms of the run the time budgets "
+            f"were first met on; at that speed the slowest shard group takes "
+            f"{worst / factor:,.0f} ms")
 
 
 def markdown(res: dict) -> str:
