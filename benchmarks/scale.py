@@ -394,7 +394,8 @@ def time_panels(p: prom.Prometheus, qs: list[PanelQuery], job_id: str, out: dict
 
 def measure(b: stream.Bench, data: Path, work: Path, suites: dict[str, list[Rule]],
             boards: dict[str, list[PanelQuery]], repeats: int, log,
-            panel_rounds: int | None = None) -> dict:
+            panel_rounds: int | None = None,
+            memory_suites: tuple[str, ...] = ("obsgen", "naive")) -> dict:
     rules: dict = {}
     pans: dict = {}
     with prom.Prometheus(data, work / "prometheus.log") as p:
@@ -420,7 +421,7 @@ def measure(b: stream.Bench, data: Path, work: Path, suites: dict[str, list[Rule
         }
         all_peak = p.peak_rss()
     memory = {}
-    for s in ("obsgen", "naive"):
+    for s in memory_suites:
         with prom.Prometheus(data, work / "prometheus.log") as p:
             idle = p.rss()
             for at in EVAL_TIMES:

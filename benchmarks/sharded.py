@@ -13,12 +13,20 @@ records level by level, compacted), then every shard-tier group is timed at five
 evaluation times, its samples read counted, and the series of the keep-list (what the
 shard's ``write_relabel_configs`` lets through) counted at the last one: the shard's
 remote-write samples per second are those series once per evaluation of their group.
+
+The global tier is timed in the same TSDB, over the same job: its records are backfilled
+after the shard tier's, and it reads only those and the cluster-wide series, as the
+central ruler does, so this is the centre of an N-rank job. The same run at a quarter of
+the ranks first (``--growth-ranks``) gives each global group's growth exponent, and the
+131,072-rank figure is a model from the two: the N-rank time times (131,072 / N) to that
+exponent, at least linear. It is not a measurement at 131,072 ranks.
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import json
+import math
 import shutil
 import sys
 import time
@@ -41,6 +49,8 @@ CENTRE = "http://127.0.0.1:8428/api/v1/write"  # loopback: nothing is written at
 # as tests/e2e/test_sharded.py measured it; the backfilled shard here writes nothing
 E2E_BYTES_PER_SAMPLE = 20.3
 TARGET_MS = 1000
+BIG = 131072  # the job the shards and the centre are sized for
+GROWTH_RANKS = SIZE // 4  # the smaller run that gives the global tier's growth exponents
 
 
 def sharded_config() -> Config:
@@ -59,10 +69,20 @@ def shard_tier(cfg: Config) -> tuple[list[Rule], tuple[str, ...]]:
     return rules, keep
 
 
+def global_tier(cfg: Config) -> list[Rule]:
+    """The central ruler's rules: every rule file outside rules/shard/."""
+    files = pipeline.render_all(cfg)
+    rules = []
+    for path in sorted(p for p in files if p.startswith("rules/") and p.endswith(".yaml")
+                       and not p.startswith("rules/shard/")):
+        rules.extend(_groups(yaml.safe_load(files[path])))
+    return rules
+
+
 def run(n: int, work: Path, repeats: int, shard_ranks: int) -> dict:
     cfg = sharded_config()
     tier, keep = shard_tier(cfg)
-    suites = {"obsgen": tier, "naive": naive_rules()}
+    suites = {"obsgen": tier, "global": global_tier(cfg), "naive": naive_rules()}
     read = read_families([r.expr for rs in suites.values() for r in rs])
     b = stream.Bench(n)
     data = work / f"sharded-tsdb-{n}"
@@ -80,7 +100,8 @@ def run(n: int, work: Path, repeats: int, shard_ranks: int) -> dict:
             built["compaction_seconds"] = prom.compact(data, work / "prometheus.log")
             built["total_seconds"] = time.monotonic() - t0
             _say(f"{n} ranks, shard tier: measuring ({repeats} repeats)")
-            raw = measure(b, data, work, suites, {}, repeats, log)
+            raw = measure(b, data, work, suites, {}, repeats, log,
+                          memory_suites=("obsgen", "global", "naive"))
             with prom.Prometheus(data, work / "prometheus.log") as p:
                 kept = {name: p.value(f"count({name})", stream.END) for name in keep}
     finally:
@@ -97,8 +118,27 @@ def run(n: int, work: Path, repeats: int, shard_ranks: int) -> dict:
             "kept_series": {k: int(v or 0) for k, v in kept.items()},
             "scraped_series": scraped, "sent_per_s": sent, "scraped_per_s": scraped / stream.SCRAPE,
             "model": {"sent_per_s": model["central_per_s"], "scraped_per_s": model["scraped_per_s"]},
-            "big": {str(k): shardplan.sizing(Shape(ranks=131072, pp=8, tp=8), cfg, k)
+            "big": {str(k): shardplan.sizing(Shape(ranks=BIG, pp=8, tp=8), cfg, k)
                     for k in (8, 16)}}
+
+
+def global_model(res: dict) -> dict[str, dict]:
+    """Each global group: its time at the run's ranks, its growth exponent from the smaller
+    run (``growth``), and the model's time at 131,072 ranks (at least linear growth)."""
+    n = res["ranks"]
+    small = res.get("growth") or {}
+    out = {}
+    for g, v in res["groups"].items():
+        if v["suite"] != "global" or v["ms"] is None:
+            continue
+        before = (small.get("groups") or {}).get(g)
+        k = None
+        if before and before > 0 and v["ms"] > 0 and small["ranks"] != n:
+            k = math.log(v["ms"] / before) / math.log(n / small["ranks"])
+        out[g] = {"ms": v["ms"], "small_ms": before, "exponent": k, "interval": v["interval"],
+                  "samples": v["samples"],
+                  "big_ms": v["ms"] * (BIG / n) ** max(k if k is not None else 1.0, 1.0)}
+    return out
 
 
 def targets(res: dict) -> list[str]:
@@ -117,9 +157,7 @@ def targets(res: dict) -> list[str]:
             f"{res['sent_per_s']:,.0f} of {res['scraped_per_s']:,.0f} samples/s, {ratio:.2%} "
             f"(`obsgen plan --shards` for the same shape: {model:.2%}) | "
             f"{'met' if ratio < 0.05 else '**missed**'} |",
-            "| global-tier groups under 1 s at 131,072 ranks | not measured. Next step: the "
-            "keep-list's series of 8 such shards (this shard's, relabelled 8 times) in one "
-            "store, the global tier timed there | open |",
+            _global_row(res, naive),
             "| every panel over 1 h at 131,072 ranks under 2 s | not measured (the same next "
             "step) | open |", "",
             f"The naive suite took {naive:,.0f} ms per evaluation in the same run: the machine's "
@@ -127,6 +165,33 @@ def targets(res: dict) -> list[str]:
             "Prometheus evaluating the shard tier over the shard's blocks, as RESULTS.md "
             f"measures the rules: {mem['rules_peak_rss'] / 2**30:.1f} GiB (a shard that scrapes "
             f"holds its head too); {res['counts']['all']:,.0f} series in the shard's TSDB."]
+
+
+def _global_row(res: dict, naive: float) -> str:
+    model = global_model(res)
+    if not model:
+        return ("| global-tier groups under 1 s at 131,072 ranks | not measured. Next step: the "
+                "keep-list's series of 8 such shards (this shard's, relabelled 8 times) in one "
+                "store, the global tier timed there | open |")
+    n = res["ranks"]
+    at_n = max(model.items(), key=lambda kv: kv[1]["ms"])
+    big = max(model.items(), key=lambda kv: kv[1]["big_ms"])
+    grown = (f"each group's exponent from {res['growth']['ranks']:,} ranks, at least linear"
+             if res.get("growth") else "linear growth assumed: no smaller run")
+    factor = _factor(naive, n)
+    ref = (f", {big[1]['big_ms'] / factor:,.0f} ms at the reference speed" if factor else "")
+    ok = big[1]["big_ms"] < TARGET_MS
+    return (f"| global-tier groups under 1 s at 131,072 ranks | measured at {n:,} ranks (the "
+            f"centre of a {n:,}-rank job): slowest `{at_n[0]}` {at_n[1]['ms']:,.0f} ms. Model "
+            f"at 131,072 ({grown}): slowest `{big[0]}` {big[1]['big_ms']:,.0f} ms{ref}. Not "
+            f"measured at 131,072 | model: {'met' if ok else '**missed**'} |")
+
+
+def _factor(naive: float, n: int) -> float | None:
+    from .measures import REFERENCE_NAIVE_MS
+    if n not in REFERENCE_NAIVE_MS or not naive:
+        return None
+    return naive / REFERENCE_NAIVE_MS[n]
 
 
 def _speed(naive: float, n: int, worst: float) -> str:
@@ -152,6 +217,26 @@ def markdown(res: dict) -> str:
     for g, v in sorted(shard.items()):
         out.append(f"| `{g}` | {v['ms']:,.1f} | {v['interval']:g} s | {v['samples']:,.0f} |")
     wire = res["sent_per_s"] * E2E_BYTES_PER_SAMPLE
+    model = global_model(res)
+    if model:
+        small = (res.get("growth") or {}).get("ranks")
+        mem = res["memory"].get("global", {}).get("rules_peak_rss")
+        out += ["", "## Global-tier groups (the central ruler)", "",
+                f"Timed over the same TSDB, reading only the shard tier's records and the "
+                f"cluster-wide series: the centre of a {n:,}-rank job. The last column is a "
+                f"model, not a measurement: the time at {n:,} ranks times (131,072 / {n:,}) "
+                f"to the group's growth exponent"
+                + (f" from the run at {small:,} ranks" if small else "")
+                + ", at least linear."
+                + (f" Peak RSS of a fresh Prometheus evaluating the global tier: "
+                   f"{mem / 2**30:.1f} GiB." if mem else ""), "",
+                f"| group | every | ms at {small or 0:,} | ms at {n:,} | exponent | samples read "
+                f"at {n:,} | model: ms at 131,072 |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for g, v in sorted(model.items()):
+            k = "" if v["exponent"] is None else f"{v['exponent']:.2f}"
+            sm = "" if v["small_ms"] is None else f"{v['small_ms']:,.1f}"
+            out.append(f"| `{g}` | {v['interval']:g} s | {sm} | {v['ms']:,.1f} | {k} | "
+                       f"{v['samples']:,.0f} | {v['big_ms']:,.0f} |")
     out += ["", "## What the shard writes to the centre", "",
             f"{sum(res['kept_series'].values()):,} series of {len(res['kept_series'])} names, "
             f"{res['sent_per_s']:,.0f} samples/s; at the {E2E_BYTES_PER_SAMPLE} bytes a sample "
@@ -179,11 +264,22 @@ def main(argv=None) -> int:
     ap.add_argument("--shard-ranks", type=int, default=2048)
     ap.add_argument("--work", type=Path, default=ROOT / "build" / "bench-sharded")
     ap.add_argument("--results", type=Path, default=HERE / "sharded.json")
+    ap.add_argument("--growth-ranks", type=int, default=GROWTH_RANKS,
+                    help=f"a smaller run first, for the global tier's growth exponents "
+                         f"(default {GROWTH_RANKS}; 0: none)")
     ap.add_argument("--report", action="store_true", help="only rewrite the report")
     args = ap.parse_args(argv)
     if not args.report:
         args.work.mkdir(parents=True, exist_ok=True)
+        small = None
+        if 0 < args.growth_ranks < args.ranks:
+            first = run(args.growth_ranks, args.work, args.repeats, args.shard_ranks)
+            small = {"ranks": args.growth_ranks,
+                     "groups": {g: v["ms"] for g, v in first["groups"].items()
+                                if v["suite"] != "naive"}}
         res = run(args.ranks, args.work, args.repeats, args.shard_ranks)
+        if small:
+            res["growth"] = small
         args.results.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
     res = json.loads(args.results.read_text())
     (args.results.parent / "SHARDED.md").write_text(markdown(res))

@@ -319,6 +319,46 @@ def test_the_sharded_targets_say_met_or_missed_from_the_measures(case, slowest, 
     assert all(r.endswith("| open |") for r in sharded.targets(_sharded_result(1, 1))[4:6])
 
 
+@pytest.mark.parametrize("case,small_ms,ms,want_k,want_big,verdict", [
+    ("a group 4x slower at 4x the ranks grows linearly: 8x to 131,072",
+     25.0, 100.0, 1.0, 800.0, "model: met"),
+    ("a group 8x slower at 4x the ranks grows with exponent 1.5",
+     50.0, 400.0, 1.5, 400.0 * 8 ** 1.5, "model: **missed**"),
+    ("a group that grows slower than linear is modelled linear, never cheaper",
+     80.0, 100.0, math.log(1.25) / math.log(4), 800.0, "model: met"),
+])
+def test_the_global_tier_at_131072_ranks_is_a_model_from_two_measured_sizes(
+        case, small_ms, ms, want_k, want_big, verdict):
+    from benchmarks import sharded
+    res = _sharded_result(900.0, 30.0)
+    res["groups"]["obsgen-stragglers"] = {"suite": "global", "ms": ms, "interval": 30, "samples": 5}
+    res["growth"] = {"ranks": 4096, "groups": {"obsgen-stragglers": small_ms}}
+    m = sharded.global_model(res)["obsgen-stragglers"]
+    assert m["exponent"] == pytest.approx(want_k)
+    assert m["big_ms"] == pytest.approx(want_big)
+    row = sharded.targets(res)[4]
+    assert row.endswith(f"| {verdict} |") and "Not measured at 131,072" in row, row
+    assert "## Global-tier groups" in sharded.markdown(res)
+
+
+def test_without_a_smaller_run_the_global_tier_is_modelled_linear_and_says_so():
+    from benchmarks import sharded
+    res = _sharded_result(900.0, 30.0)
+    res["groups"]["obsgen-stragglers"] = {"suite": "global", "ms": 200.0, "interval": 30, "samples": 5}
+    assert sharded.global_model(res)["obsgen-stragglers"]["big_ms"] == pytest.approx(1600.0)
+    assert "linear growth assumed" in sharded.targets(res)[4]
+
+
+def test_the_sharded_benchmark_times_the_global_tier_apart_from_the_shard_tier():
+    from benchmarks import sharded
+    cfg = sharded.sharded_config()
+    shard, _ = sharded.shard_tier(cfg)
+    central = sharded.global_tier(cfg)
+    assert central and not any(r.group.startswith("obsgen-shard-") for r in central)
+    assert {r.name for r in central}.isdisjoint({r.name for r in shard if r.kind == "record"})
+    assert any(r.kind == "alert" for r in central)
+
+
 def test_the_sharded_benchmark_times_the_shard_tier_and_counts_the_keep_list():
     from benchmarks import sharded
     rules, keep = sharded.shard_tier(sharded.sharded_config())
