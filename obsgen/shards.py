@@ -10,8 +10,9 @@ obsgen shards by **host**: every target of a host (the ranks' processes, the NCC
 sidecar, dcgm-exporter, node_exporter) hashes to the same shard (``sharding.by``, the
 Kubernetes node name by default). So a series is local to its shard when it carries a
 label that pins it to one host: ``rank`` (a rank runs on one host), ``node``, the GPU's
-``UUID``, dcgm-exporter's ``Hostname``/``hostname``, node_exporter's ``nodename``, or the
-scrape ``instance``. A cluster-wide exporter (kube-state-metrics) and the ruler's own
+``UUID``, dcgm-exporter's ``Hostname``/``hostname``, node_exporter's ``nodename``, the
+scrape ``instance``, or a process's own host name (``process_host``, and the NCCL
+Inspector's ``node``: a pod's name on Kubernetes, and a pod runs on one node). A cluster-wide exporter (kube-state-metrics) and the ruler's own
 ``ALERTS`` sit on one shard whatever they describe: never local.
 
 The tiers, rule by rule, in each family's order:
@@ -41,7 +42,8 @@ from .model import Alert, Family, Record
 from .passes import DefinitionError
 
 # Contract labels that pin a series to one host, hence to one shard (see the docstring).
-PIN_KEYS = ("rank", "node", "UUID", "Hostname", "hostname", "nodename", "instance")
+PIN_KEYS = ("rank", "node", "UUID", "Hostname", "hostname", "nodename", "instance",
+            "process_host", "inspector_host")
 # Emitters whose one target describes the whole cluster: their series are never local.
 CLUSTER_WIDE = (contract.KSM, contract.RULER)
 # Functions whose output series do not come from their argument's (made from nothing, or
@@ -91,6 +93,14 @@ class _Env:
                     self.local_raw[n] = frozenset((labels | {cfg.label("instance")}) & self.pins)
         self.shard_records: dict[str, frozenset[str]] = {}
         self.global_records: set[str] = set()
+        self.strings: dict[str, str] = {}  # the family's masked strings (_Literals)
+
+    def string(self, node) -> str | None:
+        """The text of a string literal as written (None when it is not one)."""
+        if type(node).__name__ != "StringLiteral":
+            return None
+        raw = self.strings.get(f'"{node.val}"')
+        return raw[1:-1] if raw is not None else node.val
 
 
 def _labels(mod) -> set[str]:
@@ -120,6 +130,8 @@ def local_pins(node, env: _Env) -> frozenset[str] | None:
         found = [local_pins(a, env) for a in node.args]
         if any(p is None for p in found):
             return None
+        if name == "label_replace":
+            return _label_replace(node, found[0], env)
         vectors = [p for p in found if p is not _SCALAR]
         return vectors[0] if vectors else _SCALAR
     if kind == "AggregateExpr":
@@ -152,6 +164,16 @@ def local_pins(node, env: _Env) -> frozenset[str] | None:
             return frozenset(lhs & rhs)
         return frozenset(rhs if "OneToMany" in card else lhs)
     return None
+
+
+def _label_replace(node, pins: frozenset[str], env: _Env) -> frozenset[str] | None:
+    """A label written over loses its pin; one copied whole from a pinning label
+    (``"$1"`` of ``"(.*)"``) pins as its source does."""
+    dst, repl, src, regex = (env.string(a) for a in node.args[1:5])
+    out = set(pins) - {dst}
+    if src in pins and repl == "$1" and regex in ("(.*)", "(.+)") and dst:
+        out.add(dst)
+    return frozenset(out) or None
 
 
 def _reads(node, out: set[str]) -> set[str]:
@@ -270,6 +292,7 @@ def split(families: list[Family], cfg: Config) -> Split:
         global_rules: list[Record | Alert] = []
         hoisted: dict[str, str] = {}  # part's text -> its record name
         lit = _Literals()  # one for the family: a part's text means one thing in it
+        env.strings = lit.strings
         for rule in fam.rules:
             tree = _parse(lit.mask(rule.expr))
             if isinstance(rule, Record) and _hoistable(tree, env) or (

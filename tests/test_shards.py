@@ -61,6 +61,14 @@ LOCAL = {
     "a scalar compared with a rank's series stays local": (
         "rate(train_step_seconds_count[5m]) > 0", True),
     "the ruler's ALERTS are never local": ('ALERTS{alertstate="firing"}', False),
+    "a host label copied whole by label_replace pins as its source: a count by it is local": (
+        'count by (h)(label_replace(node_uname_info, "h", "$1", "nodename", "(.*)"))', True),
+    "a label label_replace fills with part of its source does not pin: not local": (
+        'count by (h)(label_replace(node_uname_info, "h", "$1", "nodename", "(.).*"))', False),
+    "a pinning label written over by label_replace pins no more: not local": (
+        'count by (nodename)(label_replace(node_uname_info, "nodename", "x", "nodename", ".*"))', False),
+    "the NCCL Inspector's series counted by the process's host are local": (
+        "count by (process_host, cuda_device)(train_rank_gpu_info)", True),
 }
 
 
