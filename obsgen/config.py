@@ -23,7 +23,7 @@ from . import contract, userfile
 
 DEFAULTS: dict[str, Any] = {
     # Name presets of real exporters, applied in order (obsgen.presets): default, megatron-otel,
-    # dcgm. megatron-otel alone feeds the gradient alerts and the step-time regression only:
+    # dcgm, nccl-inspector (which also renders the inspector family and its panels). megatron-otel alone feeds the gradient alerts and the step-time regression only:
     # no straggler, pipeline, rank or checkpoint alert without obsgen.instrument beside it.
     "presets": ["default"],
     # Renames, contract key -> metric name in your Prometheus (e.g. after a relabel).
@@ -125,6 +125,9 @@ DEFAULTS: dict[str, Any] = {
         "checkpoint_throughput": "1h",
         # Window in which a rank that arrives last in most collectives of a group is late (judged without a break, as busy time is).
         "late_arrival": "1m",
+        # Window the NCCL Inspector's textfile is read over (nccl-inspector preset): its
+        # newest dump, at least 30 s apart, bridging a scrape that met a half-written file.
+        "inspector": "2m",
     },
     # Team label value for each role; alerts route by role (platform: hardware, placement,
     # storage; workload: data, model, code).
@@ -389,6 +392,14 @@ class Config:
         return factor
 
 
+def _apart(a: str, b: str) -> bool:
+    """Two contract labels no series carries together (the NCCL Inspector's node and gpu
+    beside obsgen's): one name can serve both, as the nccl-inspector preset names them,
+    since every rule reads each on its own series."""
+    series = [m.labels for m in contract.METRICS.values()] + [r.labels for r in contract.RECORDED.values()]
+    return not any(a in labels and b in labels for labels in series)
+
+
 def ruler_refused(ruler: str | None, fmt: str | None) -> str | None:
     """Why rules for ``ruler`` cannot be loaded in format ``fmt``, or None."""
     if ruler == "prometheus" and fmt in ("mimir", "thanos"):
@@ -549,7 +560,8 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
     scrape = {"job": "the scrape job", "instance": "the scrape target"}
     for section, names in (("metrics", metrics), ("labels", labels)):
         for key in _effective(data, section):
-            others = [k for k, v in names.items() if v == names[key] and k != key]
+            others = [k for k, v in names.items() if v == names[key] and k != key
+                      and not (section == "labels" and _apart(key, k))]
             if section == "labels" and key in scrape:
                 out.append((f"labels.{key}", f"{key} is the label Prometheus adds for "
                                              f"{scrape[key]} of every series, which obsgen "

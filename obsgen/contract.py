@@ -30,6 +30,8 @@ DCGM = ("NVIDIA dcgm-exporter, one endpoint per GPU host; fields its default cou
         "leaves out are enabled by examples/dcgm-exporter/obsgen-counters.csv")
 DCGM_PROF = DCGM + " (a DCP profiling field: datacenter GPUs only)"
 NODE_EXPORTER = "Prometheus node_exporter on every host (infiniband and uname collectors)"
+INSPECTOR_TEXTFILE = ("NCCL Inspector 2.30+ (NCCL_INSPECTOR_PROM_DUMP=1) through node_exporter's "
+                      "textfile collector on every host; read with the nccl-inspector preset")
 KSM = ("kube-state-metrics (Kubernetes only), with the pod label that holds the job id "
        "allowlisted: --metric-labels-allowlist=pods=[<label>]")
 INSTRUMENT_RESTART = ("obsgen.instrument, rank 0 of the new processes after a restart, once its "
@@ -116,6 +118,22 @@ LABELS: dict[str, Label] = {
                               "Kubernetes label key with pod_job_label in the config and obsgen "
                               "derives this name (ksm_pod_label); its value must equal the "
                               "ranks' job_id"),
+        # The NCCL Inspector's own textfile (nccl-inspector preset): its labels, apart from
+        # obsgen's labels of the same name, which mean other things (the preset names them).
+        Label("inspector_host", "the host name the NCCL Inspector writes in its node label: "
+                                "the process's gethostname(), a pod's name on Kubernetes, "
+                                "not the node name obsgen's node label holds"),
+        Label("inspector_gpu", "the GPU the NCCL Inspector writes in its gpu label: GPU and "
+                               "the process's CUDA device ordinal, e.g. GPU3"),
+        Label("comm_name", "the NCCL communicator's name as the application set it (unknown "
+                           "when it set none), on the Inspector's series"),
+        Label("collective", "NCCL collective, e.g. AllReduce, on the Inspector's series"),
+        Label("message_size", "the Inspector's message-size range of a collective, a power of "
+                              "two per unit, e.g. 16-17MB"),
+        Label("process_host", "the rank process's gethostname(), on train_rank_gpu_info: joins "
+                              "the Inspector's node label to the rank"),
+        Label("cuda_device", "GPU and the rank's CUDA device ordinal (GPU3), on "
+                             "train_rank_gpu_info: joins the Inspector's gpu label to the rank"),
         Label("alertname", "name of an alert, on the ALERTS series"),
         Label("alertstate", "pending or firing, on the ALERTS series"),
         Label("job", "scrape job, added by Prometheus"),
@@ -128,6 +146,7 @@ LABELS: dict[str, Label] = {
 }
 
 _JRS = ("job_id", "rank", "stage")
+_INSPECTOR = ("inspector_host", "inspector_gpu", "comm_name", "collective", "message_size")
 _DCGM = ("UUID", "gpu", "Hostname", "hostname", "pod", "namespace", "container")
 # The sidecar's per-rank collective series name the host of the rank's records (node), as
 # obsgen.instrument's do: the all-reduce windows per host need no join over every rank.
@@ -231,9 +250,11 @@ METRICS: dict[str, Metric] = {
                "it waits for: its tensor-, context- and expert-parallel collectives and pipeline "
                "send/recv, waiting for slower peers included; the rank's busy time is its "
                "compute minus this, which a peer that waits for a slow GPU does not share"),
-        Metric("train_rank_gpu_info", GAUGE, ("job_id", "rank", "node", "UUID"), "info",
+        Metric("train_rank_gpu_info", GAUGE, ("job_id", "rank", "node", "UUID", "process_host",
+                                              "cuda_device"), "info",
                "1 per rank, naming its host and the UUID of its GPU; joins dcgm-exporter and "
-               "node_exporter series to the job's ranks"),
+               "node_exporter series to the job's ranks; with the process's host name and "
+               "CUDA device (tel.torch.use_cuda_events() sets both), the NCCL Inspector's"),
         Metric("moe_expert_tokens_total", COUNTER, ("job_id", "rank", "expert"), "tokens",
                "tokens routed to an expert, summed over the MoE layers, counted by the rank "
                "that hosts the expert"),
@@ -365,6 +386,16 @@ METRICS: dict[str, Metric] = {
                "collectives waiting for the records of more ranks (bounded)", NCCL_EXPORTER),
         Metric("obsgen_nccl_files", GAUGE, ("job_id",), "files",
                "Inspector dump files the exporter follows", NCCL_EXPORTER),
+        # NCCL Inspector's own textfile (2.30+): one file per GPU, rewritten at each dump
+        # with the collectives since the last one, per communicator, collective, message
+        # size range and algorithm_protocol; besides the labels read here it writes
+        # version, slurm_job_id, n_nodes, nranks and algo_proto.
+        Metric("nccl_collective_exec_time_microseconds", GAUGE, _INSPECTOR, "microseconds",
+               "mean kernel execution time of the collectives since the Inspector's last dump",
+               INSPECTOR_TEXTFILE),
+        Metric("nccl_bus_bandwidth_gbs", GAUGE, _INSPECTOR, "GB/s",
+               "geometric mean bus bandwidth of the collectives since the Inspector's last "
+               "dump (NCCL's bus-bandwidth model)", INSPECTOR_TEXTFILE),
     )
 }
 
@@ -580,6 +611,13 @@ RECORDED: dict[str, Recorded] = {
                  "time to completion: remaining steps x current mean step time"),
         Recorded("planned_end", "job:train_planned_end_timestamp_seconds:max", ("job_id",),
                  "job's deadline (Unix seconds), from its ranks' launch config"),
+        # inspector (the nccl-inspector preset)
+        Recorded("inspector_time", "job_rank_comm:nccl_inspector_exec_seconds:mean",
+                 ("job_id", "rank", "comm_name", "collective", "message_size"),
+                 "the NCCL Inspector's mean time per collective, mapped to the rank"),
+        Recorded("inspector_busbw", "job_rank_comm:nccl_inspector_bus_bandwidth_gbs:gmean",
+                 ("job_id", "rank", "comm_name", "collective", "message_size"),
+                 "the NCCL Inspector's geometric mean bus bandwidth, mapped to the rank"),
         # panels (dashboards.records)
         Recorded("tp_time_rank", "job_rank:nccl_tp_collective_seconds:mean{rate}", ("job_id", "rank"),
                  "mean time per TP collective of each rank (all TP ops)"),

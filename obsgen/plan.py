@@ -123,6 +123,8 @@ def plan(s: Shape, windows: dict[str, str] | None = None,
         source = SOURCES.get(m.emitter, "exporters")
         if not _optional(m, s) or (source == "NCCL sidecar" and not s.sidecar):
             continue
+        if m.emitter == contract.INSPECTOR_TEXTFILE:
+            continue  # the nccl-inspector preset's source: not modelled (per communicator in use)
         if L.peer.key in m.labels:  # per link between neighbouring stages of a pipeline,
             n = 4 * (s.pp - 1) * (s.ranks // s.pp)  # each end's Send and Recv (NCCL 2.30+)
             lines.append(Line(m.key, m.type, "job", n, n, source))

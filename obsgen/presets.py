@@ -27,6 +27,8 @@ class Preset:
     scales: dict[str, float] = field(default_factory=dict)  # contract key -> factor to contract unit
     # contract key -> the config setting that says how many steps one observation stands for
     cadence: dict[str, str] = field(default_factory=dict)
+    # families rendered only with this preset (their source exists only with it)
+    families: tuple[str, ...] = ()
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
@@ -107,4 +109,47 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                 "(2026-05-12: the label renamed to hostname)",
         metrics={m.key: m.key for m in M if m.key.startswith("DCGM_FI_")},
     ),
+    Preset(
+        "nccl-inspector",
+        source="the NCCL Inspector's own Prometheus textfile (NCCL 2.30+, "
+               "NCCL_INSPECTOR_PROM_DUMP=1), read by node_exporter's textfile collector: "
+               "nccl_collective_exec_time_microseconds and nccl_bus_bandwidth_gbs per "
+               "communicator, collective, message-size range and algorithm, labelled with "
+               "the process's host name (node) and CUDA device (gpu)",
+        assumes="NCCL_INSPECTOR_ENABLE=1, NCCL_PROFILER_PLUGIN pointing at the Inspector "
+                "plugin, NCCL_INSPECTOR_PROM_DUMP=1, "
+                "NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS of at least 30000000 (the "
+                "plugin raises a shorter one to 30 s; its default, -1, dumps only at "
+                "teardown) and under windows.inspector, NCCL_INSPECTOR_DUMP_DIR the "
+                "directory node_exporter's --collector.textfile.directory reads; "
+                "obsgen.instrument's tel.torch.use_cuda_events() in every rank, whose "
+                "train_rank_gpu_info names the process's host name and CUDA device; each "
+                "process sees the GPUs of its host (torchrun): where every process sees one "
+                "GPU (CUDA_VISIBLE_DEVICES per task) every rank of a host writes gpu=GPU0 "
+                "and no series can be told apart, so none is mapped; the scrape keeps the "
+                "Inspector's node label (a target label node renames it exported_node: set "
+                "labels: {inspector_host: exported_node})",
+        covers="the NCCL Inspector row of the DP view: time per collective and bus "
+               "bandwidth of every rank, by communicator; no alert: the textfile has no "
+               "count of collectives (a mean over an interval of unknown size), no global "
+               "rank and no per-collective record, so Train_Straggler_LateArrival, the "
+               "collective time per step and the NCCL panels of the views need the sidecar "
+               "(docs/guides/nccl-sidecar.md)",
+        checked="NCCL v2.30.7-1 (the newest tag; plugins/profiler/inspector/inspector_prom.cc: "
+                "metric names, labels and %.6g values; inspector.cc: the interval and the "
+                "defaults of its settings), the same at v2.30.3-1",
+        # the contract's names are the Inspector's own
+        metrics={m.key: m.key for m in (M.nccl_collective_exec_time_microseconds,
+                                        M.nccl_bus_bandwidth_gbs)},
+        labels={L.inspector_host.key: "node", L.inspector_gpu.key: "gpu"},
+        families=("inspector",),
+    ),
 )}
+
+
+def families_of(presets: list[str]) -> set[str]:
+    """Families that only the presets named render (an unknown name is the config's to refuse)."""
+    return {f for name in presets if name in PRESETS for f in PRESETS[name].families}
+
+
+ONLY_WITH_PRESET: frozenset[str] = frozenset(f for p in PRESETS.values() for f in p.families)

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from .alerts import (checkpoints, fabric, gpus, gradients, nccl, panels, pipeline,
-                     progress, ranks, recovery, stragglers)
+from .alerts import (checkpoints, fabric, gpus, gradients, inspector, nccl, panels,
+                     pipeline, progress, ranks, recovery, stragglers)
 from .config import Config, defaults
 from .model import Family
 from .promql import Ctx
 
 FAMILIES: tuple[ModuleType, ...] = (stragglers, gradients, pipeline, checkpoints, ranks,
-                                    gpus, fabric, recovery, progress, nccl, panels)
+                                    gpus, fabric, recovery, progress, nccl, inspector, panels)
 # Rendered when the dashboards read them (dashboards.records), whatever families: says.
 PANEL_RECORDS = panels.NAME
 
@@ -30,6 +30,13 @@ def selected(cfg: Config) -> list[ModuleType]:
     names.discard(PANEL_RECORDS)
     if panel_records(cfg):
         names.add(PANEL_RECORDS)
+    # a family whose source only a preset brings (inspector): with that preset, unless
+    # families: names others and leaves it out
+    from .presets import ONLY_WITH_PRESET, families_of
+    enabled = families_of(cfg["presets"])
+    names -= ONLY_WITH_PRESET - enabled
+    if wanted is None:
+        names |= enabled
     while True:  # requirements point backwards or forwards and chain: repeat until settled
         more = {r for f in FAMILIES if f.NAME in names for r in getattr(f, "REQUIRES", ())}
         if more <= names:
@@ -39,7 +46,8 @@ def selected(cfg: Config) -> list[ModuleType]:
 
 
 def default_families() -> list[ModuleType]:
-    """The families the default config renders (panels only with dashboards.records)."""
+    """The families the default config renders (panels only with dashboards.records, the
+    inspector family only with the nccl-inspector preset)."""
     return selected(defaults())
 
 

@@ -92,7 +92,7 @@ BAD = {
         "obsgen.yaml: family_intervals.nccl: must be a duration above zero, got '0s'"),
     "an interval for a family that does not exist is refused": (
         "family_intervals:\n  bubbles: 1m\n",
-        "obsgen.yaml: family_intervals: must be one of stragglers, gradients, pipeline, checkpoints, ranks, gpus, fabric, recovery, progress, nccl, panels, got 'bubbles'"),
+        "obsgen.yaml: family_intervals: must be one of stragglers, gradients, pipeline, checkpoints, ranks, gpus, fabric, recovery, progress, nccl, inspector, panels, got 'bubbles'"),
     "renaming the scrape job label is refused, not a crash (found adopting it)": (
         "labels:\n  job: training_job\n",
         "obsgen.yaml: labels.job: job is the label Prometheus adds for the scrape job"),

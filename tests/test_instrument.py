@@ -248,6 +248,14 @@ def test_experts_gpu_and_planned_end(tel):
         t.close()
 
 
+def test_gpu_info_names_the_process_host_and_cuda_device_the_nccl_inspector_writes(tel):
+    import socket
+    tel.gpu_info("GPU-5e1d", cuda_device=3)
+    s = scrape(tel)
+    assert value(s, "train_rank_gpu_info", UUID="GPU-5e1d", process_host=socket.gethostname(),
+                 cuda_device="GPU3") == 1
+
+
 def test_link_recoveries_are_counted_from_zero(tel):
     s = scrape(tel)
     assert value(s, "nccl_link_recovery_total") == 0  # exists from start()

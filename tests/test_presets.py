@@ -89,7 +89,7 @@ def test_config_renames_win_over_presets(tmp_path):
 
 
 BAD = {
-    "an unknown preset": ("presets: [nemo]\n", "c.yaml: presets.0: must be one of default, megatron-otel, dcgm, got 'nemo'"),
+    "an unknown preset": ("presets: [nemo]\n", "c.yaml: presets.0: must be one of default, megatron-otel, dcgm, nccl-inspector, got 'nemo'"),
     "a rename onto a preset's name": (
         "presets: [megatron-otel]\nmegatron_log_interval: 100\n"
         "metrics: {train_loss: megatron_training_grad_norm}\n",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.models import units as u
 
 from ..contract import L, M, R
-from . import aligned
+from . import aligned, inspector
 from .model import RANK, SLOW, TABLE, TIMESERIES, Panel, Query, Row, View
 
 KEY = "dp"
@@ -80,5 +80,6 @@ def build(env) -> View:
     return View(KEY, "DP", "Data parallel: gradient all-reduce time per rank, arrival skew "
                 "vs transfer, sync latency and bytes per parallel group.",
                 __name__.replace(".", "/") + ".py",
-                (allreduce, aligned.row(env, DP, "Aligned by collective sequence (NCCL sidecar)"), volume),
+                (allreduce, aligned.row(env, DP, "Aligned by collective sequence (NCCL sidecar)"), volume,
+                 *((inspector.row(env),) if inspector.enabled(env) else ())),
                 variables=(RANK,))

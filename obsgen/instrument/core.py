@@ -36,7 +36,7 @@ What a loop reports, and when (see the package docstring for the whole loop):
   completed a step), rank 0's first step reports ``job_recovery_seconds`` and
   ``job_checkpoint_age_at_failure_seconds``.
 * ``tel.expert_tokens(expert, n)``: tokens routed to an MoE expert this rank hosts;
-  ``tel.gpu_info(uuid)``: the GPU the rank runs on (``tel.torch.use_cuda_events()`` sets
+  ``tel.gpu_info(uuid, cuda_device)``: the GPU the rank runs on (``tel.torch.use_cuda_events()`` sets
   it), which joins dcgm-exporter's series to the job's ranks.
 
 Every counter and histogram series exists from ``start()`` with 0 (rules read increases
@@ -412,9 +412,15 @@ class Telemetry:
         if self.m is not None:
             self._labels(M.train_rank_mesh_info, **place.labels()).set(1)
 
-    def gpu_info(self, uuid: str) -> None:
-        """Name the GPU this rank runs on (``GPU-...``, as dcgm-exporter's UUID label)."""
-        self._labels(M.train_rank_gpu_info, UUID=uuid).set(1)
+    def gpu_info(self, uuid: str, cuda_device: int | None = None) -> None:
+        """Name the GPU this rank runs on (``GPU-...``, as dcgm-exporter's UUID label);
+        with ``cuda_device``, the CUDA ordinal the process set, also the process's host
+        name and ``GPU<ordinal>``: what the NCCL Inspector's textfile labels its series
+        with (node, gpu), which the nccl-inspector preset maps to this rank."""
+        known = cuda_device is not None
+        self._labels(M.train_rank_gpu_info, UUID=uuid,
+                     **{L.process_host.key: socket.gethostname() if known else "",
+                        L.cuda_device.key: f"GPU{cuda_device}" if known else ""}).set(1)
 
     @contextmanager
     def checkpoint(self, nbytes: int = 0) -> Iterator[None]:

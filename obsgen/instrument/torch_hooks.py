@@ -192,10 +192,11 @@ class TorchTelemetry:
 
     def use_cuda_events(self) -> None:
         """Measure compute, stage and collective time with CUDA events (GPU jobs), and
-        publish the UUID of the current GPU (``train_rank_gpu_info``)."""
+        publish the UUID of the current GPU and its CUDA ordinal (``train_rank_gpu_info``)."""
         self.tel.clock = CudaClock()
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        self.tel.gpu_info(f"GPU-{props.uuid}")
+        device = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(device)
+        self.tel.gpu_info(f"GPU-{props.uuid}", cuda_device=device)
 
     # DDP ------------------------------------------------------------------------------
     def comm_hook(self, inner=None, op: str = "AllReduce"):

@@ -46,10 +46,13 @@ def reads(exprs: list[str], cfg: Config) -> set[str]:
 
 
 def config_for(family: str) -> Config:
-    """The defaults, with dashboards.records on for the family it renders (panels)."""
+    """The defaults, with dashboards.records on for the family it renders (panels), and
+    the preset a family's source needs (inspector: nccl-inspector)."""
+    from obsgen.presets import PRESETS
     cfg = default_config()
     if family == registry.PANEL_RECORDS:
         cfg.data["dashboards"]["records"] = True
+    cfg.data["presets"] += [p.name for p in PRESETS.values() if family in p.families]
     return cfg
 
 
