@@ -10,7 +10,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 DOCS_STAMP := $(VENV)/.installed-docs
 DIST_STAMP := $(VENV)/.installed-dist
 TOOLS  := promtool vmalert amtool
-E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager victoria-metrics
+E2E_TOOLS := $(TOOLS) prometheus prometheus-alertmanager victoria-metrics prometheus-node-exporter
 TOOLS3 := promtool vmalert
 E2E_TOOLS3 := promtool prometheus alertmanager prometheus-alertmanager amtool victoria-metrics vmalert vmalert-tool
 
@@ -47,7 +47,7 @@ tools: ## install promtool, vmalert, amtool (Debian prometheus, victoria-metrics
 tools3: ## unpack promtool 3.x and vmalert 1.145 from Debian unstable into .tools/unstable (never over the system's)
 	@$(PYTHON) scripts/unstable-tools.py $(TOOLS3)
 
-e2e-tools: tools3 ## install prometheus, prometheus-alertmanager and victoria-metrics when missing; unpack today's (3.5, 0.33, 1.145) into .tools/unstable
+e2e-tools: tools3 ## install prometheus, prometheus-alertmanager, victoria-metrics and prometheus-node-exporter when missing; unpack today's (3.5, 0.33, 1.145) into .tools/unstable
 	@scripts/ensure-tools.sh $(E2E_TOOLS)
 	@$(PYTHON) scripts/unstable-tools.py $(E2E_TOOLS3)
 

@@ -12,6 +12,7 @@ declare -A PACKAGE=(
   [victoria-metrics]=victoria-metrics
   [prometheus-alertmanager]=prometheus-alertmanager
   [amtool]=prometheus-alertmanager
+  [prometheus-node-exporter]=prometheus-node-exporter
 )
 
 missing=()
