@@ -16,7 +16,7 @@ import textwrap
 import pytest
 import yaml
 
-from obsgen import config, pipeline
+from obsgen import config, dashboards, pipeline
 from obsgen.contract import R
 
 from ..inspector_prom_writer import Bucket, file_text, size_range
@@ -105,6 +105,19 @@ def test_the_inspectors_textfile_lands_on_each_rank(procs, tmp_path):
     sample = p.query(f'{record}{{rank="{SLOW}"}}')[0]["metric"]
     assert (sample["comm_name"], sample["collective"], sample["message_size"]) == (
         "tp", "AllReduce", size_range(8 << 20))
+
+    # the DP view's NCCL Inspector row, as Grafana sends it: every query answers, and its
+    # table puts the slow rank first (the least time against its communicators' median)
+    full = copy.deepcopy(cfg.data)
+    full["families"], full["dashboards"] = None, config.DEFAULTS["dashboards"]
+    row = [q for q in dashboards.panel_queries(config.Config(full, "(test)"))
+           if R.inspector_time.name in q.expr or R.inspector_busbw.name in q.expr]
+    assert len(row) == 7, [q.panel for q in row]  # the spreads' 3 + the table + 3
+    for q in row:
+        assert p.query(q.promql(JOB)), (q.panel, q.ref)
+    table = next(q for q in row if "quickest" in q.panel)
+    ranked = sorted(p.query(table.promql(JOB)), key=lambda s: float(s["value"][1]))
+    assert int(ranked[0]["metric"]["rank"]) == SLOW, ranked
 
     # a dump caught half-written: node_exporter leaves the file out of its scrape
     write(textfiles, 2, torn=True)
