@@ -23,7 +23,8 @@ from . import contract, userfile
 
 DEFAULTS: dict[str, Any] = {
     # Name presets of real exporters, applied in order (obsgen.presets): default, megatron-otel,
-    # dcgm, nccl-inspector (which also renders the inspector family and its panels). megatron-otel alone feeds the gradient alerts and the step-time regression only:
+    # dcgm, nccl-inspector (which also renders the inspector family and its panels).
+    # megatron-otel alone feeds the gradient alerts and the step-time regression only:
     # no straggler, pipeline, rank or checkpoint alert without obsgen.instrument beside it.
     "presets": ["default"],
     # Renames, contract key -> metric name in your Prometheus (e.g. after a relabel).
@@ -552,6 +553,13 @@ def _semantic(data: dict) -> list[tuple[str, str]]:
     from .promql import regex_problem
 
     out = []
+    from .presets import PRESETS, families_of
+    enabled = families_of(data.get("presets", ["default"]))
+    for fam in data.get("families") or []:
+        needs = [p.name for p in PRESETS.values() if fam in p.families]
+        if needs and fam not in enabled:
+            out.append(("families", f"{fam} reads a source only the {needs[0]} preset brings: "
+                                    f"add {needs[0]} to presets"))
     # Renames must keep names apart: two metrics (or labels) under one name would make the
     # rules read one signal as another. The scrape labels Prometheus adds (job, instance)
     # are names too: a label renamed to one of them would read the scrape target as it.

@@ -90,6 +90,10 @@ BAD = {
     "a family interval of zero is refused": (
         "family_intervals:\n  nccl: 0s\n",
         "obsgen.yaml: family_intervals.nccl: must be a duration above zero, got '0s'"),
+    "the inspector family without the preset that brings its source is refused": (
+        "families: [ranks, inspector]\n",
+        "obsgen.yaml: families: inspector reads a source only the nccl-inspector preset brings: "
+        "add nccl-inspector to presets"),
     "an interval for a family that does not exist is refused": (
         "family_intervals:\n  bubbles: 1m\n",
         "obsgen.yaml: family_intervals: must be one of stragglers, gradients, pipeline, checkpoints, ranks, gpus, fabric, recovery, progress, nccl, inspector, panels, got 'bubbles'"),
