@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from obsgen import config, contract, pipeline, promtool, registry, render, targets
 from obsgen.cli import main
+from obsgen.presets import PRESETS
 from obsgen.render import MARKER
 
 FUZZ = os.environ.get("OBSGEN_FUZZ") == "1"
@@ -122,10 +123,15 @@ def valid_configs(draw) -> dict:
             "trace_datasource_uid": st.one_of(st.none(), st.from_regex(r"[a-zA-Z0-9_-]{1,40}", fullmatch=True)),
             "trace_datasource_type": st.sampled_from(["tempo", "jaeger"]),
             "trace_service_name": text.filter(bool)}))
+    if draw(st.booleans()):  # a preset that brings a family of its own (obsgen.presets)
+        cfg["presets"] = ["default", "nccl-inspector"]
     if draw(st.booleans()):
         cfg["families"] = draw(st.lists(st.sampled_from(FAMILIES), unique=True))
         # Panels read every family's recorded series: a subset is only valid without them.
         cfg.setdefault("dashboards", {})["enabled"] = False
+        # a family whose source only a preset brings is valid with that preset only
+        needed = [p.name for p in PRESETS.values() if set(p.families) & set(cfg["families"])]
+        cfg["presets"] = list(dict.fromkeys(cfg.get("presets", ["default"]) + needed))
     if draw(st.booleans()):
         cfg["format"] = draw(st.sampled_from(sorted(targets.TARGETS)))
     if draw(st.booleans()):  # the shard and the global tier (obsgen.shards)
