@@ -199,9 +199,9 @@ def _factor(naive: float, n: int) -> float | None:
 def _speed(naive: float, n: int, worst: float) -> str:
     """The run's speed against the reference run of RESULTS.md, where it has one."""
     from .measures import REFERENCE_NAIVE_MS
-    if n not in REFERENCE_NAIVE_MS or not naive:
+    factor = _factor(naive, n)
+    if not factor:
         return ""
-    factor = naive / REFERENCE_NAIVE_MS[n]
     return (f", {factor:.2f}x the {REFERENCE_NAIVE_MS[n]:,.0f} ms of the run the time budgets "
             f"were first met on; at that speed the slowest shard group takes "
             f"{worst / factor:,.0f} ms")

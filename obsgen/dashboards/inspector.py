@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.models import units as u
 
+from ..alerts import inspector as family
 from ..contract import L, R
+from ..presets import families_of
 from .model import TABLE, TIMESERIES, Panel, Query, Row
-
-PRESET = "nccl-inspector"
 
 
 def enabled(env) -> bool:
-    return PRESET in env.cfg["presets"]
+    """With a preset that brings the inspector family (nccl-inspector)."""
+    return family.NAME in families_of(env.cfg["presets"])
 
 
 def row(env) -> Row:

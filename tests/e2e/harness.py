@@ -222,6 +222,17 @@ class Prometheus:
         return sum(1 for t in self.api("targets")["activeTargets"] if t["health"] == "up")
 
 
+def start_prometheus(procs: "Processes", name: str, tmp: Path, prom: dict) -> "Prometheus":
+    """A Prometheus on a loopback port, configured by ``prom`` (written to ``tmp``), its
+    TSDB under ``tmp``; started as ``name`` among ``procs``."""
+    (tmp / "prometheus.yml").write_text(yaml.safe_dump(prom))
+    port = free_port()
+    procs.start(name, [shutil.which("prometheus"), f"--config.file={tmp / 'prometheus.yml'}",
+                       f"--storage.tsdb.path={tmp / 'data'}",
+                       f"--web.listen-address=127.0.0.1:{port}"])
+    return Prometheus(f"http://127.0.0.1:{port}")
+
+
 def render_profile(out: Path) -> Path:
     """Rules and routing rendered from the time-scaled e2e profile into ``out``."""
     r = subprocess.run([sys.executable, "-m", "obsgen", "render", "--config", str(PROFILE),

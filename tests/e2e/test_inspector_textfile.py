@@ -14,8 +14,6 @@ import sys
 import textwrap
 
 import pytest
-import yaml
-
 from obsgen import config, dashboards, pipeline
 from obsgen.contract import R
 
@@ -75,13 +73,7 @@ def test_the_inspectors_textfile_lands_on_each_rank(procs, tmp_path):
                 {"job_name": "node", "static_configs": [{"targets": [f"127.0.0.1:{exporter}"]}]},
                 {"job_name": "obsgen", "file_sd_configs": [
                     {"files": [str(sd / "*.json")], "refresh_interval": "1s"}]}]}
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prom))
-    port = harness.free_port()
-    procs.start("inspector-prometheus", [shutil.which("prometheus"),
-                                         f"--config.file={tmp_path / 'prometheus.yml'}",
-                                         f"--storage.tsdb.path={tmp_path / 'data'}",
-                                         f"--web.listen-address=127.0.0.1:{port}"])
-    p = harness.Prometheus(f"http://127.0.0.1:{port}")
+    p = harness.start_prometheus(procs, "inspector-prometheus", tmp_path, prom)
     record = R.inspector_time.name
 
     def mapped() -> dict[int, float]:

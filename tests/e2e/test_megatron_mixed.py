@@ -92,13 +92,7 @@ def test_the_preset_joins_megatron_and_the_instrument(procs, tmp_path):
     otel_job["static_configs"] = [{"targets": [f"127.0.0.1:{collector}"]}]
     prom["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
     prom["rule_files"] = [str(tmp_path / "ranks.yaml"), str(tmp_path / "checkpoints.yaml")]
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prom))
-    port = harness.free_port()
-    procs.start("mixed-prometheus", [shutil.which("prometheus"),
-                                     f"--config.file={tmp_path / 'prometheus.yml'}",
-                                     f"--storage.tsdb.path={tmp_path / 'data'}",
-                                     f"--web.listen-address=127.0.0.1:{port}"])
-    p = harness.Prometheus(f"http://127.0.0.1:{port}")
+    p = harness.start_prometheus(procs, "mixed-prometheus", tmp_path, prom)
     run = f'{{nemo_run_id="{RUN}"}}'
 
     def value(expr: str):
