@@ -99,12 +99,15 @@ SCENARIOS: dict[str, Scenario] = {
     "completion": Scenario("the job reaches its 400 planned steps and exits",
                            lambda j: replace(j, planned_steps=400)),
     "restart": Scenario(
-        "every process exits at minute 10 and the job restarts from its checkpoint 2 minutes "
+        "every process exits at minute 10 and the job restarts from its checkpoint a minute "
         "later: new processes, counters from zero",
-        # 2 minutes, not the fixtures' 3: in a live Prometheus the new processes' first
-        # scrapes and the rule evaluation add up to a minute before progress is seen, and
-        # Train_RankFailed (for 2m30s after 2m without progress) then fires on a 3-minute gap.
-        _faults(Restart(at=10 * MIN, gap=2 * MIN)), 10 * MIN),
+        # A minute, not the fixtures' 3: Train_RankFailed fires 4 to 4.5 minutes after the
+        # last step, and in a live Prometheus the new processes' first scrapes and the rule
+        # evaluation add up to a minute before progress is seen. At 20x a stall of a few
+        # wall seconds on a loaded machine is another minute or two of model time: a
+        # 2-minute gap left too little and fired once in a CI run with three Prometheus
+        # servers beside it. The boundary itself is the promtool fixtures' (exact time).
+        _faults(Restart(at=10 * MIN, gap=1 * MIN)), 10 * MIN),
 }
 
 
