@@ -7,6 +7,7 @@ selector labels, so the series are the ones the config's rules select.
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import math
@@ -25,6 +26,8 @@ def fmt(v: float) -> str:
         return "NaN"
     if math.isinf(v):
         return "Inf" if v > 0 else "-Inf"
+    if 0 < abs(v) < 0.01:  # four significant digits: a tiny norm's noise is not rounded away
+        return f"{v:.4g}"
     s = f"{v:.4f}".rstrip("0").rstrip(".")
     return s if s not in ("-0", "") else "0"
 
@@ -86,10 +89,12 @@ def input_series(jobs: list, minutes_: float, reads: Iterable[str],
     reads = frozenset(reads)
     memo = repr((jobs, minutes_, sorted(reads), names and names.fingerprint()))
     if memo not in _ENCODED:
-        table = _scrapes(jobs, minutes_, reads)
+        companions = names.companions(reads) if names is not None else frozenset()
+        table = _scrapes(jobs, minutes_, reads | companions)
         if names is not None:
             table = names.published(table)
-            table = {names.key(k): v for k, v in table.items()}
+            table = {names.key(k): v for k, v in table.items()
+                     if dict(k)["__name__"] in reads}
         if len(_ENCODED) > 256:
             _ENCODED.clear()
         _ENCODED[memo] = [{"series": series_name(k), "values": encode(v)}
@@ -171,6 +176,12 @@ class Names:
         return (sorted(self.metrics.items()), sorted(self.labels.items()), sorted(self.extra.items()),
                 sorted(self.units.items()))
 
+    def companions(self, reads: frozenset) -> frozenset:
+        """What publishing ``reads`` takes beside them: a histogram's ``_count`` where its
+        ``_sum`` is read under a cadence (the completed intervals are counted from it)."""
+        return frozenset(m + "_count" for m, (_, n) in self.units.items()
+                         if n > 1 and m + "_sum" in reads) - reads
+
     def published(self, table: dict[tuple, list]) -> dict[tuple, list]:
         """Per-step histograms as their source publishes them: the sums in its unit (a
         factor ``scale`` to the contract's), and with a cadence of ``n`` steps one
@@ -190,17 +201,23 @@ class Names:
             sum_key = tuple(sorted({**labels, "__name__": base + "_sum"}.items()))
             sums = table.get(sum_key)
             counts, totals = [], []
+            knots = [(0.0, 0.0)]  # (steps, seconds) at each scrape of this process
             for i, c in enumerate(values):
                 t = sums[i] if sums is not None else None
                 if not _sample(c):
                     counts.append(c)
                     totals.append(t)
                     continue
+                if c < knots[-1][0]:  # a new process: its counters start from zero
+                    knots = [(0.0, 0.0)]
                 done = (c // n) * n  # steps of the intervals completed by this scrape
                 counts.append(done / n)
-                # the steps of a scrape interval take equal time: the completed intervals'
-                # share of the sum, each interval observed once, at its mean
-                totals.append((t * done / c if c else 0.0) / n / scale if _sample(t) else t)
+                if _sample(t):
+                    knots.append((c, t))
+                    # each interval observed once, at its mean: the seconds at its last step
+                    totals.append(_seconds_at(knots, done) / n / scale)
+                else:
+                    totals.append(t)
             out[key] = counts
             if sums is not None:
                 out[sum_key] = totals
@@ -227,6 +244,16 @@ class Names:
 
     def labelset(self, labels: dict[str, str]) -> dict[str, str]:
         return {self.label(k): v for k, v in labels.items()}
+
+
+def _seconds_at(knots: list[tuple[float, float]], step: float) -> float:
+    """The seconds a process had trained at ``step``, from its (steps, seconds) at each
+    scrape: the steps between two scrapes take equal time."""
+    i = bisect.bisect_left(knots, (step, -math.inf))
+    if i == len(knots):
+        return knots[-1][1]
+    (c1, t1), (c0, t0) = knots[i], knots[max(i - 1, 0)]
+    return t1 if c1 == step or c1 == c0 else t0 + (t1 - t0) * (step - c0) / (c1 - c0)
 
 
 def _sample(v) -> bool:

@@ -1,0 +1,89 @@
+"""The scenarios' series as a preset with a cadence publishes them (obsgen.scenarios.series):
+Megatron records its step histogram once per --log-interval, the interval's mean, in
+milliseconds. The sums a scrape sees move only when an interval completes, never down
+within a process, and they average to the steps' own time."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from obsgen import config
+from obsgen.scenarios import series
+from obsgen.synth import Job, Restart
+
+MIN = 60.0
+COUNT, SUM = "train_step_seconds_count", "train_step_seconds_sum"
+
+
+def names(log_interval: int) -> series.Names:
+    cfg = config.Config(copy.deepcopy(config.DEFAULTS), "(test)")
+    cfg.data.update({"presets": ["megatron-otel"], "megatron_log_interval": log_interval})
+    return series.Names(cfg)
+
+
+def run(job: Job, minutes: float, log_interval: int, reads=(COUNT, SUM)) -> dict[tuple, list]:
+    raw = series._scrapes([job], minutes, frozenset((COUNT, SUM)))
+    return raw, names(log_interval).published({k: v for k, v in raw.items()
+                                               if dict(k)["__name__"] in reads})
+
+
+def by_rank(table: dict[tuple, list], name: str) -> dict[str, list]:
+    """The rank's values, its series (one per process) laid end to end in time."""
+    out: dict[str, list] = {}
+    for key, values in table.items():
+        labels = dict(key)
+        if labels["__name__"] == name:
+            merged = out.setdefault(labels["rank"], [None] * len(values))
+            for i, v in enumerate(values):
+                if series._sample(v):
+                    merged[i] = v
+    return out
+
+
+JOB = Job(job_id="cadence", ranks=4, checkpoint_cost=20.0,
+          faults=(Restart(at=20 * MIN, gap=3 * MIN),))
+
+
+@pytest.mark.parametrize("log_interval", [10, 100])
+def test_the_sums_move_only_with_the_counts_and_never_down_within_a_process(log_interval):
+    _, pub = run(JOB, 45, log_interval)
+    counts, sums = by_rank(pub, COUNT), by_rank(pub, SUM)
+    assert counts and counts.keys() == sums.keys()
+    for rank in counts:
+        pairs = [(c, s) for c, s in zip(counts[rank], sums[rank]) if c is not None]
+        assert all(float(c).is_integer() for c, _ in pairs)
+        for (c0, s0), (c1, s1) in zip(pairs, pairs[1:]):
+            if c1 < c0:  # the restart: a new process, counters from zero
+                continue
+            assert s1 >= s0, (rank, c0, s0, c1, s1)
+            assert (c1 == c0) == (s1 == s0), (rank, c0, s0, c1, s1)
+
+
+@pytest.mark.parametrize("log_interval", [10, 100])
+def test_an_observation_is_the_mean_of_its_interval_in_milliseconds(log_interval):
+    raw, pub = run(Job(job_id="cadence", ranks=4), 40, log_interval)
+    for rank, values in by_rank(pub, COUNT).items():
+        observed = values[-1]
+        mean = by_rank(pub, SUM)[rank][-1] / observed  # ms per step, at the logged steps
+        steps, seconds = by_rank(raw, COUNT)[rank][-1], by_rank(raw, SUM)[rank][-1]
+        assert observed == steps // log_interval
+        assert mean == pytest.approx(1000 * seconds / steps, rel=0.01)
+
+
+def test_a_sum_read_without_its_count_is_published_at_the_cadence():
+    """The pipeline family reads the step sum alone: it was once published per step, ten
+    times the interval means, and every stage of a healthy pipeline paged."""
+    n = names(10)
+    both = series.input_series([JOB], 30, (COUNT, SUM), n)
+    alone = series.input_series([JOB], 30, (SUM,), n)
+    assert alone and all("_sum{" in d["series"] for d in alone)
+    assert alone == [d for d in both if "_sum{" in d["series"]]
+
+
+@pytest.mark.parametrize("value, text", [(1.0e-4, "0.0001"), (1.0734e-4, "0.0001073"),
+                                         (-2.5e-7, "-2.5e-07"), (0.5, "0.5"), (12.34567, "12.3457")])
+def test_a_tiny_value_keeps_four_significant_digits(value, text):
+    """A vanishing norm of 1e-4 with 10% noise was written as a constant 0.0001, which the
+    frozen-signal rule of a cadence preset reads as the OTel SDK re-exporting a NaN."""
+    assert series.fmt(value) == text
