@@ -137,6 +137,14 @@ class Ctx:
             window = duration(max(seconds(base), n * seconds(self.w("progress"))))
         return window, factor
 
+    def paired(self, window: str) -> str:
+        """The window to read a rate over that a ratio sets against the step histogram's
+        over ``window``: the histogram's own, stretched by a preset's cadence (observed).
+        A rate over a window longer than its series' life is understated, after a job's
+        start and after every restart; both sides of a ratio read over one window are
+        understated alike."""
+        return self.observed(contract.M.train_step_seconds, "_sum", window)[0]
+
     def r(self, rec: contract.Recorded, extra: tuple[str, ...] = ()) -> str:
         """Selector of a recorded series (``extra``: matchers already written out)."""
         return self._selector(self.rname(rec), extra)

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 from ..model import Alert, Family, Record, expr
 from ..contract import L, M, R
+from ..config import duration, seconds
 from ..promql import Ctx
 
 NAME = "gradients"
@@ -85,9 +86,11 @@ def _unseen(c: Ctx, metric, finite, signal: str) -> str:
     times: an instant read would return the last finite value for the lookback (5m)."""
     fresh, _ = c.observed(M.train_step_seconds, "_count", c.w("progress"))
     world = f"max_over_time({c.r(R.world_size)}[{c.w('memory')}])"
+    # the baseline window after the signal is seen gone: it outlasts a cadence's window
+    had = duration(seconds(c.w("grad_baseline")) + seconds(fresh) - seconds(c.w("progress")))
     return (f"label_replace({c.r(R.ranks_progressing)} > 0 "
             f"unless {c.on(L.job_id)} ({world} > {c.on(L.job_id)} {c.r(R.ranks_progressing)}) "
-            f"and {c.on(L.job_id)} count_over_time({c.r(finite)}[{c.w('grad_baseline')}]) "
+            f"and {c.on(L.job_id)} count_over_time({c.r(finite)}[{had}]) "
             f"unless {c.on(L.job_id)} max {c.by(L.job_id)} "
             f"(min_over_time({c.m(metric)}[{fresh}]) < +Inf), "
             f'"{c.l(L.signal)}", "{signal}", "", "")')

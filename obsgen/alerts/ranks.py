@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from ..model import Alert, Family, Record, expr
 from ..contract import L, M, R
+from ..config import duration, seconds
 from ..promql import Ctx
 from . import checkpoints, stragglers
 
@@ -44,6 +45,10 @@ NAME = "ranks"
 
 def build(c: Ctx) -> Family:
     memory, progress, rate = c.w("memory"), c.w("progress"), c.w("rate")
+    # Remembered for the memory window after the ranks are seen to stop: a preset's cadence
+    # stretches the progress window (observed), and the world size must outlast it.
+    seen = c.observed(M.train_step_seconds, "_count", progress)[0]
+    memory = duration(seconds(memory) + seconds(seen) - seconds(progress))
     world = f"max_over_time({c.r(R.world_size)}[{memory}])"
     job = c.tl(L.job_id)
     rules = (
