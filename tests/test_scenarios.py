@@ -132,9 +132,9 @@ NOT_STATED = {
         "a gradient spike fires Train_GradientExplosion: grad_explosion_factor 300"),
     "a straggler ratio only a failing GPU crosses is said": (
         "thresholds: {straggler_ratio: 1.9}\n", "straggler_ratio 1.9: a GPU 3.7x slower"),
-    "a preset whose cadence changes the latency is said, per scenario": (
-        "presets: [default, megatron-otel]\nmegatron_log_interval: 10\n",
-        "recorded once per 10 steps (a preset's cadence)"),
+    "a cadence that stretches the progress window past the checkpoint age is said": (
+        "presets: [default, megatron-otel]\nmegatron_log_interval: 100\n",
+        "the step histogram is read over 3h20m (the progress window times a preset's cadence)"),
     "a regex selector no literal value matches is said": (
         "selector: {cluster: {'=~': '[0-9]+'}}\n", "no literal value found that =~'[0-9]+' matches"),
     "a vanishing for as long as half its baseline is said": (
@@ -152,6 +152,35 @@ def test_what_cannot_be_stated_is_said(case):
 
 def test_the_defaults_state_every_scenario():
     assert scenarios.unstated(_config("{}\n")) == []
+
+
+def test_megatrons_cadence_is_stated_where_its_windows_allow():
+    """At a log interval of 10 every scenario holds; at Megatron's default of 100 the step
+    histogram is read over 3h20m, and only what that window rules out is said."""
+    assert scenarios.unstated(_config("presets: [megatron-otel]\nmegatron_log_interval: 10\n")) == []
+    said = scenarios.unstated(_config("presets: [megatron-otel]\nmegatron_log_interval: 100\n"))
+    assert [line.split(":")[0] for line in said] == [
+        "a hung job (no rank progressing) is not reported as missing checkpoints",
+        "slower steps fire Train_StepTime_Regression"], said
+
+
+@pytest.mark.promtool
+@pytest.mark.parametrize("log_interval", [10, pytest.param(100, marks=pytest.mark.long)])
+def test_the_megatron_otel_presets_scenarios_pass_at_its_cadence(tmp_path, log_interval):
+    """Published as Megatron records them (one observation per log interval, at the
+    interval's mean, in milliseconds), under the preset's names: every stated scenario
+    passes. Before the windows were sized for the cadence, at 100 a job whose ranks all
+    died never fired RankFailed (the world size was forgotten first), and a healthy job's
+    checkpoint overhead was overstated for hours after its start."""
+    root = repo(tmp_path, f"presets: [megatron-otel]\nmegatron_log_interval: {log_interval}\n")
+    doc = yaml.safe_load((root / "tests/promtool/obsgen-ranks.yaml").read_text())
+    series = " ".join(s["series"] for t in doc["tests"] for s in t["input_series"])
+    assert "megatron_training_step_duration_ms_milliseconds_count{" in series
+    assert 'dl_rank="0"' in series and "train_step_seconds" not in series
+    done = obsgen(root, "test")
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr
+    assert "all ranks gone fires Train_RankFailed" in done.stdout
+    assert " 0 failed" in done.stdout
 
 
 def test_obsgens_own_scenario_files_are_current():

@@ -10,7 +10,7 @@ these ranks* and *never fires*. The test files read the rendered rule files them
 failing scenario by its sentence.
 
 A scenario that cannot hold under the config (a family turned off, a threshold no
-realistic fault crosses, a preset whose cadence changes the latency) is not left out
+realistic fault crosses, a window a preset's cadence stretches past the fault) is not left out
 silently: it is listed in the file's ``not_stated`` comment and printed by ``obsgen test``.
 
 The registry of scenario modules is ``FAMILIES``, one module per alert family.
@@ -78,12 +78,12 @@ def stated(fams: list[Family], cfg: Config) -> dict[str, list]:
     """{family: [Scenario | NotStated]} for the rendered families that have scenarios, their
     sentences naming the alerts as the config names them."""
     setting = Setting(cfg, fams)
+    blocked = _blocked(cfg)
     renamed = {a.key: a.name for f in fams for a in f.alerts if a.key != a.name}
     out = {}
     for fam in fams:
         if fam.name not in FAMILIES:
             continue
-        blocked = _blocked(fam, cfg, {f.name: f for f in fams})
         items = FAMILIES[fam.name](setting)
         if blocked:
             items = [NotStated(i.sentence, blocked) for i in items]
@@ -110,28 +110,15 @@ def with_required(family: str, by_name: dict[str, Family]) -> list[str]:
     return names
 
 
-def _blocked(fam: Family, cfg: Config, by_name: dict[str, Family]) -> str | None:
-    """Why no scenario of the family can be stated under the config, or None. The family
-    reads what its rules read and what the families it requires record."""
+def _blocked(cfg: Config) -> str | None:
+    """Why no scenario can be stated under the config, or None. A preset's
+    cadence is stated: the series are published at it (series.Names.published) and the
+    bounds read the step histogram's windows as the rules do (model.Setting.read)."""
     try:
         Names(cfg)
     except Unstatable as err:
         return str(err)
-    names = with_required(fam.name, by_name)
-    for key in sorted(set().union(*(fam_reads(by_name[n], cfg) for n in names))):
-        n = cfg.steps_per_observation(key)
-        if n != 1:
-            return (f"{cfg.metric(key)} is recorded once per {n} "
-                    "steps (a preset's cadence), which changes the latency the scenarios "
-                    "state; they are stated for per-step series")
     return None
-
-
-def fam_reads(fam: Family, cfg: Config) -> set[str]:
-    """Contract keys of the metrics the family's rules read, under the config's names."""
-    series = reads([r.expr for r in fam.records] + [a.expr for a in fam.alerts], cfg)
-    return {m.key for m in contract.METRICS.values()
-            if series & {m.key + s for s in ("", "_bucket", "_sum", "_count")}}
 
 
 def files(fams: list[Family], cfg: Config) -> dict[str, str]:

@@ -51,17 +51,24 @@ def scenarios(s: Setting) -> list:
              Job(job_id="scenario-ckpt-b", subnet=1, seed=2,
                  faults=(CheckpointStall(start=stall * MIN),))], onset + w + 2,
             [Fires(NC, onset, w, ({"job_id": "scenario-ckpt-b"},), words(w))]))
-        out.append(Scenario(
-            "a hung job (no rank progressing) is not reported as missing checkpoints",
-            [Job(job_id="scenario-ckpt-a", faults=(RankLoss(ranks=(), at=15 * MIN),))],
-            15 + age + s.for_(NC) + 10, [Quiet(NC)]))
+        hung = "a hung job (no rank progressing) is not reported as missing checkpoints"
+        if 15 + s.read("progress") > 10 + 20 / 60 + age:
+            out.append(NotStated(hung, f"the step histogram is read over {words(s.read('progress'))} "
+                                 "(the progress window times a preset's cadence): a job hung "
+                                 f"at minute 15 still counts as progressing when its last "
+                                 f"checkpoint passes checkpoint_max_age ({s.t('checkpoint_max_age')})"))
+        else:
+            out.append(Scenario(hung, [Job(job_id="scenario-ckpt-a",
+                                           faults=(RankLoss(ranks=(), at=15 * MIN),))],
+                                15 + age + s.for_(NC) + 10, [Quiet(NC)]))
     if s.has(CO):
         cost = round(2 * ratio * EVERY * 60, 1)  # twice the ratio's share of the interval
         if cost > EVERY * 60 / 2:
             out.append(NotStated(f"costly checkpoints fire {CO}", f"checkpoint_overhead_ratio "
                                  f"{ratio:g}: checkpoints twice that costly take most of the job"))
         else:
-            w = window + s.for_(CO) + 2 * every
+            # the rates it sums lag by the step histogram's window past the rate window
+            w = window + s.for_(CO) + 2 * every + s.read("rate") - s.w("rate")
             out.append(Scenario(
                 f"checkpoints costing {cost:g} s every 10 minutes fire {CO} within the overhead "
                 f"window, its for and two evaluations ({words(w)})",

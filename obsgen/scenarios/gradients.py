@@ -42,7 +42,7 @@ def scenarios(s: Setting) -> list:
         [Job(job_id=JOB, drops_nan=True, faults=(GradNaN(start=onset * MIN),))], onset + w + 3,
         [Fires(NONF, onset, w, ({"job_id": JOB, "signal": "grad_norm"},), words(w)),
          *[Quiet(a) for a in (EXPL,) if s.has(a)]]))
-    w = s.w("progress") + s.for_(NONF) + 2 * every + 2 * s.every("ranks")
+    w = s.read("progress") + s.for_(NONF) + 2 * every + 2 * s.every("ranks")
     out.append(Scenario(
         f"on a store that drops NaN samples, a NaN gradient norm from a source without "
         f"train_nonfinite (Megatron) fires {NONF} once the job steps through the progress "

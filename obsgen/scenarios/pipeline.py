@@ -21,7 +21,7 @@ def scenarios(s: Setting) -> list:
     if not s.has(B):
         return []
     limit = s.t("bubble_excess_factor") * THEORY
-    w = s.w("rate") + s.for_(B) + 2 * s.every("pipeline")
+    w = s.read("rate") + s.for_(B) + 2 * s.every("pipeline")
     out: list = [
         Scenario("a healthy pipeline job (p=4, m=16) at the theoretical bubble fires nothing",
                  [pp()], 10 + w + 5, [Quiet(B)]),

@@ -32,11 +32,13 @@ def scenarios(s: Setting) -> list:
     if s.has(SR):
         r = s.t("step_regression_ratio")
         factor = round((0.8 + 2 * (r - 1)) / 0.8, 3)
-        w = s.w("rate") + s.for_(SR) + 2 * every + 1
+        w = s.read("rate") + s.for_(SR) + 2 * every + 1
         onset = max(60.0, quiet_start + 10, w + 10)
         if factor > 3 or onset + w > min(s.w("step_baseline"), 8 * 60):
+            read = (f", the step histogram read over {words(s.read('rate'))} (a preset's "
+                    "cadence)," if s.read("rate") != s.w("rate") else "")
             out.append(NotStated(f"slower steps fire {SR}", f"step_regression_ratio {r:g} or its "
-                                 f"for ({words(s.for_(SR))}) against windows.step_baseline "
+                                 f"for ({words(s.for_(SR))}){read} against windows.step_baseline "
                                  f"({words(s.w('step_baseline'))}): a slowdown past it is not a "
                                  "regression the scenario can hold in its baseline"))
         else:

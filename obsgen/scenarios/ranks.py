@@ -16,12 +16,12 @@ def scenarios(s: Setting) -> list:
     if not s.has(RF):
         return []
     onset = 10.0
-    w = s.w("progress") + s.for_(RF) + 2 * s.every("ranks")
-    bound = f"the progress window ({words(s.w('progress'))}), its for and two evaluations ({words(w)})"
+    w = s.read("progress") + s.for_(RF) + 2 * s.every("ranks")
+    bound = f"the progress window ({words(s.read('progress'))}), its for and two evaluations ({words(w)})"
     a, b = "scenario-ranks-a", "scenario-ranks-b"
     # a restart shorter than the alert waits (the progress window and its for, less the
     # scrapes the new processes need to show two samples) is no failure
-    gap = min(3.0, s.w("progress") + s.for_(RF) - 1.5)
+    gap = min(3.0, s.read("progress") + s.for_(RF) - 1.5)
     restart: list = ([Scenario(
         f"a restart with a {words(gap)} gap (shorter than the progress window and its for), "
         "counter resets and new instances fires nothing",
