@@ -9,12 +9,14 @@ less than half of its long baseline's window).
 """
 from __future__ import annotations
 
+from .. import contract
 from ..synth import GradNaN, GradSpike, GradVanish, Job, RankLoss, Restart
 from .model import Fires, NotStated, Quiet, Scenario, Setting, words
 
 EXPL, NONF, VAN = "Train_GradientExplosion", "Train_GradientNonFinite", "Train_GradientVanishing"
 JOB = "scenario-gradients"
 MIN = 60.0
+STEP = Job.step_seconds  # the scenario job's healthy step, in seconds
 
 
 def scenarios(s: Setting) -> list:
@@ -52,6 +54,7 @@ def scenarios(s: Setting) -> list:
              faults=(GradNaN(start=onset * MIN),))], onset + w + 3,
         [Fires(NONF, onset, w, ({"job_id": JOB, "signal": "grad_norm"},), words(w)),
          *[Quiet(a) for a in (EXPL,) if s.has(a)]]))
+    out += _sdk_drops_nan(s, onset, every)
     for hang, what in ((True, "the others hang"), (False, "the others keep training")):
         out.append(Scenario(
             f"on a store that drops NaN samples, the rank that reports the norm vanishing while "
@@ -99,3 +102,28 @@ def scenarios(s: Setting) -> list:
             [Fires(VAN, onset, w, ({"job_id": JOB},), words(w)),
              *[Quiet(a) for a in (EXPL, NONF) if s.has(a)]]))
     return out
+
+
+def _sdk_drops_nan(s: Setting, onset: float, every: float) -> list:
+    """A source that logs its signals with its steps (a preset's cadence, Megatron through
+    the OpenTelemetry SDK): the SDK drops a NaN and serves the last finite value again,
+    which the rules read as a signal frozen for windows.frozen_signal while the step
+    histogram took thresholds.frozen_observations observations."""
+    if not s.has(NONF) or not s.cfg.per_log_interval(contract.M.train_step_seconds.key):
+        return []
+    sentence = (f"a NaN gradient norm the OpenTelemetry SDK drops (it serves the last finite "
+                f"value again) fires {NONF}")
+    logged = s.cfg.steps_per_observation(contract.M.train_step_seconds.key) * STEP / MIN
+    frozen = s.w("frozen_signal")
+    if logged * (s.t("frozen_observations") + 1) > frozen:
+        return [NotStated(sentence, f"a log interval of the scenario's job ({words(logged)}) "
+                          f"takes fewer than thresholds.frozen_observations "
+                          f"({s.t('frozen_observations')}) and one more within "
+                          f"windows.frozen_signal ({words(frozen)}): not judged")]
+    w = frozen + s.for_(NONF) + 2 * every
+    return [Scenario(
+        f"{sentence} within windows.frozen_signal, its for and two evaluations ({words(w)})",
+        [Job(job_id=JOB, nonfinite_gauge=False, sdk_drops_nan=True,
+             faults=(GradNaN(start=onset * MIN),))], onset + w + 3,
+        [Fires(NONF, onset, w, ({"job_id": JOB, "signal": "grad_norm"},), words(w)),
+         *[Quiet(a) for a in (EXPL,) if s.has(a)]])]

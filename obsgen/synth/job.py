@@ -90,6 +90,9 @@ class Job:
     # The store drops NaN samples at ingestion, as VictoriaMetrics does: a NaN gauge leaves
     # a gap (no staleness marker: the series is still in every scrape)
     drops_nan: bool = False
+    # The exporter drops a non-finite gauge value and serves the last finite one again, as
+    # the OpenTelemetry Python SDK does ("Set amount nan is not finite ... ignoring")
+    sdk_drops_nan: bool = False
     start: float = 0.0
     init: float = 0.0  # seconds after start before the first step (metrics already served)
     stop: float = math.inf  # the job (all ranks) exits at this time without completing

@@ -27,6 +27,7 @@ class _Sim(_Emit, _Sidecar):
         self.offsets = [1.0 + max(-2 * spread, min(2 * spread, self.rng.gauss(0, spread)))
                         for _ in range(job.ranks)]
         self.gen = 0  # restart generation
+        self.last_finite = (job.grad_norm, job.loss)  # what an SDK that drops NaN serves
         self.moved = 0  # restarts that placed the processes on other hosts
         self.step = 0
         self.step_frac = 0.0
@@ -335,6 +336,10 @@ class _Sim(_Emit, _Sidecar):
         now: set[tuple] = set()
         if not self.down(t):
             grad, loss = self.grad_norm(t), self.loss(t)  # global values, one per step
+            if j.sdk_drops_nan:  # the last finite values again
+                grad = grad if math.isfinite(grad) else self.last_finite[0]
+                loss = loss if math.isfinite(loss) else self.last_finite[1]
+                self.last_finite = (grad, loss)
             miss = next((f.share for f in j.faults if isinstance(f, ScrapeMisses)
                          and t >= f.start), 0.0)
             for r in range(j.ranks):
