@@ -20,9 +20,11 @@ import os
 import sys
 import time
 
+import copy
+
 import pytest
 
-from obsgen import timescale
+from obsgen import config, pipeline, scenarios, timescale
 
 from . import harness, vm
 
@@ -35,6 +37,11 @@ LOG = EXPORT  # Megatron records once per --log-interval: 25 steps of 1.2 s, 30 
 FAULT, END = 12 * MIN, 32 * MIN
 RUNS = {"otel-explosion": "explode", "otel-nan": "nan"}
 RANKS = 4
+# What the live path adds to a scenario's bound, in wall seconds: a value reaches
+# VictoriaMetrics up to an export after it is set, is searchable up to 4.5 s after it
+# arrives (tests/e2e/vm.py) and answered for a second before now; the poll of vmalert's
+# alerts, half a second.
+LIVE = EXPORT + 4.5 + 1.0 + 0.5
 
 
 @pytest.fixture(scope="module")
@@ -60,16 +67,20 @@ def otlp(procs, tmp_path_factory):
                               str(EXPORT), str(LOG), fault, str(FAULT), str(END)])
         fired: dict[str, set] = {run: set() for run in RUNS}
         signals: set[tuple] = set()
+        first: dict[tuple, float] = {}  # (run, alert): wall time it was first seen firing
         while time.time() < started + END + 5 * MIN:
             for a in ruler.alerts():
                 if a["state"] == "firing" and a["labels"].get("nemo_run_id") in fired:
                     fired[a["labels"]["nemo_run_id"]].add(a["labels"]["alertname"])
                     signals.add((a["labels"]["nemo_run_id"], a["labels"].get("signal")))
+                    first.setdefault((a["labels"]["nemo_run_id"], a["labels"]["alertname"]),
+                                     time.time())
             if (time.time() > started + END and "Train_GradientExplosion" in fired["otel-explosion"]
                     and "Train_GradientNonFinite" in fired["otel-nan"]):
                 break
             time.sleep(0.5)
         yield {"store": store, "fired": fired, "signals": signals, "started": started,
+               "first": first,
                "log": lambda: "\n".join(procs.log(n) for n in (*RUNS, "otlp-vmalert"))}
     finally:
         for f in flushers:
@@ -112,3 +123,48 @@ def test_a_nan_grad_norm_never_leaves_the_sdk_and_its_frozen_gauge_fires_non_fin
         assert len(set(after)) == 1 and math.isfinite(after[0]), s  # frozen, and no NaN
     assert otlp["fired"]["otel-nan"] == {"Train_GradientNonFinite"}, otlp["log"]()
     assert ("otel-nan", "grad_norm") in otlp["signals"] and ("otel-nan", "loss") not in otlp["signals"]
+
+
+def _bounds(log_interval: int) -> dict[str, float]:
+    """{alert: model minutes} the preset's rendered scenarios state for these faults, for
+    the config of model time the e2e profile is scaled from."""
+    cfg = config.Config(copy.deepcopy(config.DEFAULTS), "(model time)")
+    cfg.data.update({"presets": ["megatron-otel"], "megatron_log_interval": log_interval})
+    gradients = scenarios.stated(pipeline.families(cfg), cfg)["gradients"]
+    out = {}
+    for item in gradients:
+        for e in getattr(item, "expects", ()):
+            if "spiking" in item.sentence and e.alert == "Train_GradientExplosion":
+                out["otel-explosion"] = e.within
+            if "SDK drops" in item.sentence and e.alert == "Train_GradientNonFinite":
+                out["otel-nan"] = e.within
+    return out
+
+
+def _onset(store, run: str, start: float, end: float) -> float:
+    """When the fault reached the store, from the exported grad norm: the first sample of
+    the spike, or the first of the value the SDK serves again after the NaN (the last
+    finite log, at or before the NaN), less an export."""
+    (s, *_), = [store.query_range_raw(f'max(megatron_training_grad_norm{{nemo_run_id="{run}"}})',
+                                      start, end, EXPORT)["data"]["result"]]
+    values = [(float(t), float(v)) for t, v in s["values"]]
+    if run == "otel-explosion":
+        return next(t for t, v in values if v > 10) - EXPORT
+    last = values[-1][1]
+    frozen = len(values) - next(i for i, (_, v) in enumerate(reversed(values)) if v != last)
+    return values[frozen][0] - EXPORT
+
+
+def test_the_alerts_fire_within_the_bounds_the_presets_rendered_scenarios_state(otlp):
+    """Train_GradientExplosion and the frozen-gauge Train_GradientNonFinite fire on the
+    OTLP path within what `obsgen render` states for this config (docs/scenarios.md) and
+    what the live path adds (LIVE): the same rules, the SDK's real output."""
+    bounds = _bounds(25)
+    assert set(bounds) == set(RUNS), bounds
+    alert = {"otel-explosion": "Train_GradientExplosion", "otel-nan": "Train_GradientNonFinite"}
+    for run in RUNS:
+        onset = _onset(otlp["store"], run, otlp["started"], otlp["started"] + END)
+        late = (otlp["first"][(run, alert[run])] - onset) * FACTOR / 60
+        print(f"{run}: {alert[run]} {late:.1f} model min after the fault; the scenario "
+              f"states {bounds[run]:.1f}, the live path adds up to {LIVE * FACTOR / 60:.1f}")
+        assert 0 < late <= bounds[run] + LIVE * FACTOR / 60, (run, late, bounds[run])
