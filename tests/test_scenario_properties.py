@@ -1,5 +1,5 @@
 """Property: for a random valid config (renamed metrics and labels, a selector, thresholds,
-windows, ``for``s, intervals, a rule format), the scenarios obsgen renders pass promtool
+windows, ``for``s, intervals, a rule format, Megatron's preset at a log interval), the scenarios obsgen renders pass promtool
 against the rules rendered from the same config. Each example simulates and tests every
 family's scenarios (about a minute), so `make long` (CI) runs a few fixed examples and
 `make fuzz` (OBSGEN_FUZZ=1) explores; `make test` leaves it out."""
@@ -61,6 +61,9 @@ def configs(draw) -> dict:
     cfg["alerts"] = draw(st.dictionaries(st.sampled_from(
         ["Train_Straggler_Persistent", "Train_RankFailed", "Train_GradientNonFinite",
          "Train_Bubble_Excess"]), st.fixed_dictionaries({"for": minutes(1, 5)}), max_size=2))
+    if draw(st.booleans()):  # Megatron's own series, recorded once per --log-interval
+        cfg["presets"] = ["default", "megatron-otel"]
+        cfg["megatron_log_interval"] = draw(st.sampled_from([1, 10, 25, 100]))
     cfg["rule_interval"] = draw(st.sampled_from([None, "30s", "1m"]))
     cfg["format"] = draw(st.sampled_from(["prometheus", "prometheus-operator", "thanos"]))
     return cfg
