@@ -137,13 +137,20 @@ class Ctx:
             window = duration(max(seconds(base), n * seconds(self.w("progress"))))
         return window, factor
 
-    def paired(self, window: str) -> str:
-        """The window to read a rate over that a ratio sets against the step histogram's
-        over ``window``: the histogram's own, stretched by a preset's cadence (observed).
-        A rate over a window longer than its series' life is understated, after a job's
-        start and after every restart; both sides of a ratio read over one window are
-        understated alike."""
-        return self.observed(contract.M.train_step_seconds, "_sum", window)[0]
+    def stepped(self, window: str) -> str:
+        """The step histogram's window as the rules read it (observed): ``window``, or at
+        least n progress windows under a preset's cadence. A rate that a ratio sets against
+        the histogram's is read over it too: a rate over a window longer than its series'
+        life (after a job's start, after every restart) is understated, and both sides of
+        a ratio read over one window are understated alike."""
+        return self.observed(contract.M.train_step_seconds, "_count", window)[0]
+
+    def outlasting(self, window: str) -> str:
+        """``window`` lengthened by what a preset's cadence adds to the progress window: a
+        memory of what the job had, kept that long after the ranks are seen to stop."""
+        from .config import duration, seconds
+        extra = seconds(self.stepped(self.w("progress"))) - seconds(self.w("progress"))
+        return window if not extra else duration(seconds(window) + extra)
 
     def r(self, rec: contract.Recorded, extra: tuple[str, ...] = ()) -> str:
         """Selector of a recorded series (``extra``: matchers already written out)."""

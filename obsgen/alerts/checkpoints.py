@@ -49,7 +49,7 @@ REQUIRES = ("ranks",)  # reads job:train_ranks_progressing:count
 def build(c: Ctx) -> Family:
     # the rates over the step histogram's window (a preset's cadence stretches it): the
     # overhead and the throughput are ratios of them
-    window, rate = c.w("checkpoint_overhead"), c.paired(c.w("rate"))
+    window, rate = c.w("checkpoint_overhead"), c.stepped(c.w("rate"))
     max_age = c.cfg["thresholds"]["checkpoint_max_age"]
     job = c.tl(L.job_id)
     rules = (

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 from ..model import Alert, Family, Record, expr
 from ..contract import L, M, R
-from ..config import duration, seconds
 from ..promql import Ctx
 
 NAME = "gradients"
@@ -84,10 +83,9 @@ def _unseen(c: Ctx, metric, finite, signal: str) -> str:
     steps: n progress windows): on a store that drops NaN samples, that is the NaN.
     min_over_time skips NaN samples (NaN only when all are), and it reads the samples'
     times: an instant read would return the last finite value for the lookback (5m)."""
-    fresh, _ = c.observed(M.train_step_seconds, "_count", c.w("progress"))
+    fresh = c.stepped(c.w("progress"))
     world = f"max_over_time({c.r(R.world_size)}[{c.w('memory')}])"
-    # the baseline window after the signal is seen gone: it outlasts a cadence's window
-    had = duration(seconds(c.w("grad_baseline")) + seconds(fresh) - seconds(c.w("progress")))
+    had = c.outlasting(c.w("grad_baseline"))  # after the signal is seen gone
     return (f"label_replace({c.r(R.ranks_progressing)} > 0 "
             f"unless {c.on(L.job_id)} ({world} > {c.on(L.job_id)} {c.r(R.ranks_progressing)}) "
             f"and {c.on(L.job_id)} count_over_time({c.r(finite)}[{had}]) "

@@ -34,7 +34,7 @@ NAME = "pipeline"
 
 def build(c: Ctx) -> Family:
     stage = (L.job_id, L.stage)
-    rate = c.paired(c.w("rate"))  # the step histogram's window (a preset's cadence)
+    rate = c.stepped(c.w("rate"))  # the step histogram's window (a preset's cadence)
     rules = (
         # Per stage, not per rank: a ratio per rank was a record of every rank every
         # evaluation, read again to average it. The ranks of a synchronous job have the

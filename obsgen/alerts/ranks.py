@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from ..model import Alert, Family, Record, expr
 from ..contract import L, M, R
-from ..config import duration, seconds
 from ..promql import Ctx
 from . import checkpoints, stragglers
 
@@ -45,10 +44,8 @@ NAME = "ranks"
 
 def build(c: Ctx) -> Family:
     memory, progress, rate = c.w("memory"), c.w("progress"), c.w("rate")
-    # Remembered for the memory window after the ranks are seen to stop: a preset's cadence
-    # stretches the progress window (observed), and the world size must outlast it.
-    seen = c.observed(M.train_step_seconds, "_count", progress)[0]
-    memory = duration(seconds(memory) + seconds(seen) - seconds(progress))
+    # remembered for the memory window after the ranks are seen to stop (a preset's cadence)
+    memory = c.outlasting(memory)
     world = f"max_over_time({c.r(R.world_size)}[{memory}])"
     job = c.tl(L.job_id)
     rules = (
@@ -102,7 +99,7 @@ def build(c: Ctx) -> Family:
             summary=f"Ranks of job {job} stopped making progress",
             description=(
                 f"{{{{ $value }}}} of the ranks of job {job} completed no step in the last "
-                f"{c.observed(M.train_step_seconds, '_count', progress)[0]} (world size from {c.mname(M.train_world_size)}): they died, hung, "
+                f"{c.stepped(progress)} (world size from {c.mname(M.train_world_size)}): they died, hung, "
                 "or are no longer scraped. The job cannot continue without them."),
         ),
     )

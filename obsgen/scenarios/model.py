@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import contract
 from ..config import Config, duration, seconds
 from ..model import Family
+from ..promql import Ctx
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,7 @@ class Setting:
         """A window, in minutes, as the rules read the step histogram and the gauges logged
         with it over it: where a preset records them once per n steps (Megatron's
         --log-interval), at least n progress windows (obsgen.promql.Ctx.observed)."""
-        n = self.cfg.steps_per_observation(contract.M.train_step_seconds.key)
-        return max(self.w(name), n * self.w("progress")) if n > 1 else self.w(name)
+        return seconds(Ctx(self.cfg).stepped(self.cfg["windows"][name])) / 60
 
     def for_(self, alert: str) -> float:
         return seconds(self.alerts[alert].for_) / 60 if self.alerts[alert].for_ else 0.0
