@@ -40,8 +40,9 @@ def scenarios(s: Setting) -> list:
                             [Job(job_id="scenario-ckpt-a", checkpoint_cost=healthy_cost)],
                             window + 30, quiet))
     if s.has(NC):
-        stall = 15.0  # the last checkpoint completes at 10m20s
-        onset = 10 + 20 / 60 + age
+        stall = 15.0  # the job stops checkpointing, or hangs, then
+        last = 10 + 20 / 60  # the last checkpoint before it completes at 10m20s
+        onset = last + age
         w = s.for_(NC) + 2 * every
         out.append(Scenario(
             f"two jobs where one stops checkpointing fire {NC} for that job only, within its "
@@ -52,15 +53,15 @@ def scenarios(s: Setting) -> list:
                  faults=(CheckpointStall(start=stall * MIN),))], onset + w + 2,
             [Fires(NC, onset, w, ({"job_id": "scenario-ckpt-b"},), words(w))]))
         hung = "a hung job (no rank progressing) is not reported as missing checkpoints"
-        if 15 + s.read("progress") > 10 + 20 / 60 + age:
+        if stall + s.read("progress") > last + age:
             out.append(NotStated(hung, f"the step histogram is read over {words(s.read('progress'))} "
                                  "(the progress window times a preset's cadence): a job hung "
                                  f"at minute 15 still counts as progressing when its last "
                                  f"checkpoint passes checkpoint_max_age ({s.t('checkpoint_max_age')})"))
         else:
             out.append(Scenario(hung, [Job(job_id="scenario-ckpt-a",
-                                           faults=(RankLoss(ranks=(), at=15 * MIN),))],
-                                15 + age + s.for_(NC) + 10, [Quiet(NC)]))
+                                           faults=(RankLoss(ranks=(), at=stall * MIN),))],
+                                stall + age + s.for_(NC) + 10, [Quiet(NC)]))
     if s.has(CO):
         cost = round(2 * ratio * EVERY * 60, 1)  # twice the ratio's share of the interval
         if cost > EVERY * 60 / 2:

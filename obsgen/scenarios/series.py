@@ -178,16 +178,16 @@ class Names:
 
     def companions(self, reads: frozenset) -> frozenset:
         """What publishing ``reads`` takes beside them: a histogram's ``_count`` where its
-        ``_sum`` is read under a cadence (the completed intervals are counted from it)."""
-        return frozenset(m + "_count" for m, (_, n) in self.units.items()
-                         if n > 1 and m + "_sum" in reads) - reads
+        ``_sum`` is read (the completed intervals are counted from it)."""
+        return frozenset(m + "_count" for m in self.units if m + "_sum" in reads) - reads
 
     def published(self, table: dict[tuple, list]) -> dict[tuple, list]:
         """Per-step histograms as their source publishes them: the sums in its unit (a
         factor ``scale`` to the contract's), and with a cadence of ``n`` steps one
         observation per ``n`` steps, valued at the mean of those steps (Megatron's
         --log-interval): a scrape sees the observations of the intervals completed by then.
-        Buckets are not published by such sources; none is read."""
+        Buckets are not published by such sources; none is read. A sum is published from
+        its count: the table holds both (``companions``)."""
         if not self.units:
             return table
         out = dict(table)
@@ -221,12 +221,6 @@ class Names:
             out[key] = counts
             if sums is not None:
                 out[sum_key] = totals
-        for key, values in table.items():  # a sum read without its count: the unit only
-            name = dict(key)["__name__"]
-            base = next((m for m in self.units if name == m + "_sum"), None)
-            count_key = tuple(sorted({**dict(key), "__name__": f"{base}_count"}.items()))
-            if base is not None and count_key not in table:
-                out[key] = [v / self.units[base][0] if _sample(v) else v for v in values]
         return out
 
     def metric(self, name: str) -> str:
