@@ -5,6 +5,7 @@ within a process, and they average to the steps' own time."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -90,3 +91,25 @@ def test_a_tiny_value_keeps_four_significant_digits(value, text):
     frozen-signal rule of a cadence preset reads as the OTel SDK re-exporting a NaN."""
     assert series.fmt(value) == text
 
+
+@pytest.mark.parametrize("log_interval", [1, 10, 100])
+def test_the_rules_windows_outlast_the_cadence(log_interval):
+    """RankFailed remembers the world size for the memory window after the ranks are seen
+    to stop, and the checkpoint overhead sets rates over one window against each other.
+    At 100 (3h20m of progress) the world size was forgotten after 1h, so a job whose ranks
+    all died never paged, and checkpoint seconds over 5m against step seconds over 3h20m
+    overstated the overhead for hours after every start."""
+    from obsgen import pipeline
+    cfg = config.Config(copy.deepcopy(config.DEFAULTS), "(test)")
+    cfg.data.update({"presets": ["megatron-otel"], "megatron_log_interval": log_interval})
+    files = pipeline.render_all(cfg)
+    ranks, ckpt = files["rules/ranks.yaml"], files["rules/checkpoints.yaml"]
+    (progress,) = set(re.findall(r"increase\(megatron_training_step_duration_ms_milliseconds"
+                                 r"_count\[(\w+)\]\)", ranks))
+    memory = set(re.findall(r"max_over_time\(job:train_world_size:max\[(\w+)\]\)", ranks))
+    assert {config.seconds(m) - config.seconds(progress) for m in memory} == {
+        config.seconds("1h") - config.seconds("2m")}, (memory, progress)
+    assert config.seconds(progress) == max(120, log_interval * 120)
+    rates = set(re.findall(r"rate\((?:train_checkpoint_seconds_total|megatron_training_step_"
+                           r"duration_ms_milliseconds_sum)\[(\w+)\]\)", ckpt))
+    assert len(rates) == 1, rates
