@@ -145,8 +145,8 @@ def _onset(store, run: str, start: float, end: float) -> float:
     """When the fault reached the store, from the exported grad norm: the first sample of
     the spike, or the first of the value the SDK serves again after the NaN (the last
     finite log, at or before the NaN), less an export."""
-    (s, *_), = [store.query_range_raw(f'max(megatron_training_grad_norm{{nemo_run_id="{run}"}})',
-                                      start, end, EXPORT)["data"]["result"]]
+    (s,) = store.query_range_raw(f'max(megatron_training_grad_norm{{nemo_run_id="{run}"}})',
+                                 start, end, EXPORT)["data"]["result"]
     values = [(float(t), float(v)) for t, v in s["values"]]
     if run == "otel-explosion":
         return next(t for t, v in values if v > 10) - EXPORT
