@@ -92,6 +92,24 @@ def test_the_checkpoint_timestamp_is_wall_clock_and_counters_are_model_seconds()
     assert len(steps) == 1 and 600 < steps.pop() < 1000  # ~25 minutes of 1.5-2 s steps
 
 
+def test_checkpoints_go_on_after_the_ticker_stalls_past_one():
+    """A loaded machine can stall the ticker for longer than a checkpoint interval (10
+    model minutes, 10 wall seconds at 60x). The job writes the one it missed late and keeps
+    its schedule: a skipped checkpoint once stopped every job's checkpoints for good, and
+    Train_NoCheckpoints fired for all of them (a CI run of make e2e)."""
+    sim, clock = sim_at([scenarios.job("healthy")], 15)
+    clock.now += 25.5  # no tick from model minute 15 past 40: three checkpoints inside
+    sim.tick()
+    while (clock.now - sim.wall0) * 60 < 75 * 60:
+        clock.now += 0.5
+        sim.tick()
+    ts = {s.value for s in samples(sim.all_body) if s.name == "train_checkpoint_timestamp_seconds"}
+    # on schedule again: the one due at model minute 70 completed 20 s later
+    assert len(ts) == 1 and ts.pop() == pytest.approx(sim.wall0 + (70 * 60 + 20) / 60)
+    count = {s.value for s in samples(sim.all_body) if s.name == "train_checkpoint_total"}
+    assert count == {7.0}  # every 10 minutes to 70: none lost to the jump
+
+
 def test_a_completed_job_serves_its_final_step_two_scrapes_longer_then_vanishes():
     job = scenarios.job("completion")
     sim, clock = sim_at([job], 1)

@@ -118,6 +118,7 @@ class Simulator:
         self._lines: dict[tuple, tuple] = {}
         self.tick_seconds = 0.0
         self.ticks = 0
+        self.max_gap = 0.0  # the longest wall time between two ticks: a stalled ticker
         self.file_sd, self.host = file_sd, host
         self._final: dict[str, tuple[float, dict[str, Target]]] = {}  # completed jobs
         self.slots = {t.path: t for j in jobs for t in self._slots(j)}
@@ -216,6 +217,8 @@ class Simulator:
                 self._final[job.job_id] = (sim.completed_at + 2 * job.scrape, mine)
         bodies = {t.path: render(t.families) for t in targets.values()}
         with self.lock:
+            if self.model_time >= 0:
+                self.max_gap = max(self.max_gap, (t - self.model_time) / self.speed)
             self.model_time = t
             self.targets = {t.path: t for t in targets.values()}
             self.bodies, self._merged, self._all_body = bodies, merged, None
@@ -245,7 +248,8 @@ class Simulator:
     def status(self) -> dict:
         with self.lock:
             return {"speed": self.speed, "wall0": self.wall0, "model_time": self.model_time, "ticks": self.ticks,
-                    "last_tick_seconds": self.tick_seconds, "targets": len(self.slots),
+                    "last_tick_seconds": self.tick_seconds, "max_gap_seconds": self.max_gap,
+                    "targets": len(self.slots),
                     "serving": len(self.targets),
                     "jobs": {j.job_id: j.ranks for j in self.jobs}, "interval": self.interval}
 

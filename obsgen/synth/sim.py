@@ -202,6 +202,17 @@ class _Sim(_Emit, _Sidecar):
     def stalled(self, t: float) -> bool:
         return any(isinstance(f, CheckpointStall) and t >= f.start for f in self.j.faults)
 
+    def _checkpoint_done(self, t1: float) -> None:
+        """Count the checkpoint being written if it completed by ``t1``."""
+        done = self.pending_ckpt
+        if done is not None and done <= t1:
+            self.pending_ckpt = None
+            self.last_ckpt_time = done
+            self.last_ckpt_step = self.step
+            for r in range(self.j.ranks):
+                self._inc(r, M.train_checkpoint_total.key, 1)
+                self._inc(r, M.train_checkpoint_seconds_total.key, self.j.checkpoint_cost)
+
     # one scrape interval ----------------------------------------------------------------
     def advance(self, t0: float, t1: float) -> None:
         """Train from t0 to t1 and update every counter."""
@@ -211,25 +222,23 @@ class _Sim(_Emit, _Sidecar):
         avail = t1 - max(t0, j.start + j.init)
         if avail <= 0:
             return
-        # Checkpoints stop training while they are written.
+        # Checkpoints stop training while they are written. Every one due before t1 is
+        # written: the live simulator's clock can jump over one or more (a ticker stalled
+        # by a loaded machine), and a due one skipped would stop the schedule for good.
         if self.ckpt_busy_until > t0:
             avail -= min(self.ckpt_busy_until, t1) - t0
-        if t0 <= self.next_ckpt < t1 and not self.stalled(self.next_ckpt):
-            busy_end = self.next_ckpt + j.checkpoint_cost
-            avail -= min(busy_end, t1) - self.next_ckpt
+        while self.next_ckpt < t1:
+            due = self.next_ckpt
+            self.next_ckpt += j.checkpoint_every
+            if self.stalled(due):
+                continue
+            self._checkpoint_done(t1)  # the previous one, when the clock jumped past it
+            start = max(due, t0)  # late by the clock's jump, never before this interval
+            busy_end = start + j.checkpoint_cost
+            avail -= min(busy_end, t1) - start
             self.ckpt_busy_until = busy_end
             self.pending_ckpt = busy_end
-            self.next_ckpt += j.checkpoint_every
-        elif t0 <= self.next_ckpt < t1:
-            self.next_ckpt += j.checkpoint_every
-        done = self.pending_ckpt
-        if done is not None and done <= t1:
-            self.pending_ckpt = None
-            self.last_ckpt_time = done
-            self.last_ckpt_step = self.step
-            for r in range(j.ranks):
-                self._inc(r, M.train_checkpoint_total.key, 1)
-                self._inc(r, M.train_checkpoint_seconds_total.key, j.checkpoint_cost)
+        self._checkpoint_done(t1)
         avail = max(0.0, avail)
         tm = (t0 + t1) / 2
         own = [self.compute_mean(r, tm) for r in range(j.ranks)]  # each rank's busy time

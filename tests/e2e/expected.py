@@ -2,6 +2,7 @@
 Alertmanager and the webhook (the session fixture ``run`` in conftest.py)."""
 from __future__ import annotations
 
+import json
 import time
 
 from obsgen.simulate.scenarios import SCENARIOS
@@ -81,8 +82,13 @@ def collect(stack, simulator) -> dict:
         got = {(j, a) for j, alerts in fired().items() for a in alerts}
         return model >= END and expected <= got
 
+    def why() -> str:  # a loaded machine shows as a stalled simulator or late rules
+        status = json.loads(harness.get(f"{simulator['url']}/status"))
+        return (f"fired so far: {fired()}\nthe simulator's longest wall gap between ticks: "
+                f"{status['max_gap_seconds']:.1f} s (interval {status['interval']:g} s)")
+
     harness.wait_until("every expected alert", done, END / speed + 90, interval=2,
-                       on_fail=lambda: f"fired so far: {fired()}")
+                       on_fail=why)
     span = int(time.time() - wall0) + 5
     first = {}
     for s in stack.prom.query(
