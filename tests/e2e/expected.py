@@ -10,7 +10,7 @@ from obsgen.simulate.scenarios import SCENARIOS
 from . import harness
 
 MIN = 60
-END = 85 * MIN  # model seconds: the slowest expected alert (vanishing) fires by ~78
+END = 95 * MIN  # model seconds: the slowest expected alert (vanishing) fires by ~92
 P, T = "Train_Straggler_Persistent", "Train_Straggler_Transient"
 
 

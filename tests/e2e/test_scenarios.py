@@ -4,7 +4,7 @@ the test's webhook, with Train_RankFailed inhibiting the stragglers of its job.
 
 All scenarios run at once, each as its own job of 8 ranks, in a world 60 times faster
 than the wall clock (e2e/obsgen-e2e.yaml, see obsgen/timescale.py): one model minute is
-one wall second, so the 85 model minutes the slowest alert needs take under 2 minutes.
+one wall second, so the 95 model minutes the slowest alert needs take under 2 minutes.
 """
 from __future__ import annotations
 
