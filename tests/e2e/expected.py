@@ -85,7 +85,8 @@ def collect(stack, simulator) -> dict:
     def why() -> str:  # a loaded machine shows as a stalled simulator or late rules
         status = json.loads(harness.get(f"{simulator['url']}/status"))
         return (f"fired so far: {fired()}\nthe simulator's longest wall gap between ticks: "
-                f"{status['max_gap_seconds']:.1f} s (interval {status['interval']:g} s)")
+                f"{status['max_gap_seconds']:.1f} s (interval {status['interval']:g} s); the "
+                f"machine's stalls since the start: {harness.STALLS.within(wall0, time.time()):.1f} s")
 
     harness.wait_until("every expected alert", done, END / speed + 90, interval=2,
                        on_fail=why)

@@ -126,15 +126,45 @@ class Processes:
             self.watchdog.wait(10)
 
 
+class Stalls(threading.Thread):
+    """Wall time this machine did not run the tests: each overshoot of a short sleep of at
+    least ``LEAST``. A loaded or paused VM stops the simulator, the stores and the rulers
+    alike, so a bound in wall time (a latency, a deadline) allows for the stalls inside it
+    and says how much it allowed; a machine that runs on time allows nothing."""
+
+    TICK, LEAST = 0.05, 0.5
+
+    def __init__(self):
+        super().__init__(daemon=True, name="stalls")
+        self.seen: list[tuple[float, float]] = []  # (wall time the sleep began, overshoot)
+
+    def run(self) -> None:
+        while True:
+            began = time.time()
+            time.sleep(self.TICK)
+            over = time.time() - began - self.TICK
+            if over >= self.LEAST:
+                self.seen.append((began, over))
+
+    def within(self, start: float, end: float) -> float:
+        """Seconds of stall that began between ``start`` and ``end`` (wall time)."""
+        return sum(over for began, over in list(self.seen) if start <= began <= end)
+
+
+STALLS = Stalls()
+STALLS.start()
+
+
 def get(url: str, timeout: float = 10) -> bytes:
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.read()
 
 
 def wait_until(what: str, predicate, timeout: float, interval: float = 0.5, on_fail=None):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
+    """Poll ``predicate`` until it is true, for ``timeout`` seconds plus the machine's
+    stalls meanwhile (Stalls)."""
+    began, last = time.time(), None
+    while time.time() < began + timeout + STALLS.within(began, time.time()):
         try:
             last = predicate()
             if last:
@@ -143,7 +173,9 @@ def wait_until(what: str, predicate, timeout: float, interval: float = 0.5, on_f
             last = exc
         time.sleep(interval)
     detail = on_fail() if on_fail else ""
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})\n{detail}")
+    stalled = STALLS.within(began, time.time())
+    raise AssertionError(f"timed out after {timeout:g}s (and {stalled:.1f}s of the machine's "
+                         f"stalls) waiting for {what} (last: {last!r})\n{detail}")
 
 
 @dataclass
