@@ -107,8 +107,10 @@ def test_the_slow_gpu_is_named_within_5_model_minutes_of_its_stage_being_judged(
     fires (1m of for). The ranks' scrape phases and this test's poll add up to 2 s
     (2 model minutes in this world, 60 times faster than the wall clock)."""
     since_judged = job["named"] - job["scraped"] - 10
-    print(f"{job['id']}: {P} {since_judged:.1f} model minutes after its stage was judged")
-    assert since_judged < 5 + 2, since_judged
+    stalled = harness.STALLS.within(job["scraped"], job["named"])  # the machine's, wall = model
+    print(f"{job['id']}: {P} {since_judged:.1f} model minutes after its stage was judged "
+          f"({stalled:.1f} of the machine's stalls)")
+    assert since_judged < 5 + 2 + stalled, since_judged
 
 
 def _fired(stack, job, since: float) -> set:

@@ -241,7 +241,8 @@ def test_late_arrival_fires_for_the_late_rank_only_and_after_it_turned_late(stac
         print(f"{LA} ({group}): {(t - onset) * stack.speed / 60:.1f} model minutes after the onset")
     # under 3 model minutes to cross nine tenths of the 3-minute window, 1 of for, and the
     # scrapes, the rule and the exporter's alignment timeout of a loaded machine
-    assert max(first.values()) - onset < 10, first
+    # (and the machine's stalls meanwhile, which stop the writer, the exporter and the rules)
+    assert max(first.values()) - onset < 10 + harness.STALLS.within(onset, max(first.values())), first
 
 
 def test_the_on_time_ranks_are_judged_and_never_late(stack, sidecar):
