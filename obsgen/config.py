@@ -110,6 +110,8 @@ DEFAULTS: dict[str, Any] = {
         "progress": "2m",
         # How long a job's world size and progress are remembered after its ranks vanish.
         "memory": "1h",
+        # A job with no process left that has stepped (all gone, or new ones loading after a restart) fails after this long without every rank progressing.
+        "restart_gap": "15m",
         # Window over which checkpoint overhead is averaged.
         "checkpoint_overhead": "1h",
         # How long an uncorrectable ECC error or ECC XID keeps Train_GPU_ECC firing.

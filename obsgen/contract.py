@@ -549,6 +549,8 @@ RECORDED: dict[str, Recorded] = {
         # ranks
         Recorded("ranks_progressing", "job:train_ranks_progressing:count", ("job_id",),
                  "ranks of the job that completed a step in the progress window"),
+        Recorded("ranks_stepped", "job:train_ranks_stepped:count", ("job_id",),
+                 "ranks of the job whose running process has completed a step"),
         Recorded("world_size", "job:train_world_size:max", ("job_id",),
                  "world size the job's ranks report"),
         Recorded("current_step", "job:train_current_step:max", ("job_id",),

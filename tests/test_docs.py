@@ -112,11 +112,13 @@ def test_docs_list_every_alert_and_metric():
 
 
 @pytest.mark.parametrize("alert,keys", [
-    ("Train_RankFailed", ["windows.progress", "windows.memory"]),
-    ("Train_GradientNonFinite", ["windows.grad_baseline", "windows.progress", "windows.memory"]),
-    ("Train_NoCheckpoints", ["thresholds.checkpoint_max_age", "windows.progress", "windows.memory"]),
+    ("Train_RankFailed", ["windows.progress", "windows.memory", "windows.restart_gap"]),
+    ("Train_GradientNonFinite", ["windows.grad_baseline", "windows.progress", "windows.memory",
+                                 "windows.restart_gap"]),
+    ("Train_NoCheckpoints", ["thresholds.checkpoint_max_age", "windows.progress", "windows.memory",
+                             "windows.restart_gap"]),
     ("Train_Bubble_Excess", ["thresholds.bubble_excess_factor", "windows.rate"]),
-], ids=["rank failure reads the progress and memory windows",
+], ids=["rank failure reads the progress, memory and restart-gap windows",
         "non-finite reads the finite baseline and, through the ranks family, progress",
         "no-checkpoints depends on the ranks family's progress and memory windows",
         "bubble excess reads the factor and the rate window"])
@@ -131,7 +133,8 @@ def test_derived_keys_follow_a_renamed_alert(tmp_path):
     f.write_text("alerts: {Train_RankFailed: {name: Train_RanksDown}}\n")
     cfg = config.load(f, alert_names=registry.alert_names())
     derived = docs.tuning_keys(pipeline.families(cfg), cfg, registry.build)
-    assert derived["Train_RanksDown"] == ["windows.progress", "windows.memory"]
+    assert derived["Train_RanksDown"] == ["windows.progress", "windows.memory",
+                                          "windows.restart_gap"]
 
 
 BAD_DOCS = {

@@ -27,12 +27,12 @@ def test_a_dense_data_parallel_job_of_8_ranks_by_hand():
     # (mean, flag, unbroken, excess, cost, page, held, place, lockstep, positions,
     # pattern) and 6 of late arrivals (ratio, flag, unbroken and held per aligned group,
     # of which there is one, positions, pattern); 3 per stage (baseline, settled, bubble),
-    # 3 mesh positions (TP, CP and EP position 0) and 1 combination of them; 28 per job
+    # 3 mesh positions (TP, CP and EP position 0) and 1 combination of them; 29 per job
     # and 2 per job and aligned group (its ranks, settled); one pipeline per TP group (8);
     # 5 per host, 8 per GPU (at most: the records after the flags exist only for ranks that
     # straggled or arrived late, the error records only for GPUs with an event).
     assert totals(Shape(ranks=8)) == {"scraped": 126 * 8 + 6 + 96 + 25 + 1 + 49,
-                                      "recorded": 17 * 8 + 3 + 3 + 1 + 28 + 2 + 8 + 5 + 8 * 8,
+                                      "recorded": 17 * 8 + 3 + 3 + 1 + 29 + 2 + 8 + 5 + 8 * 8,
                                       "per_rank": 126}
 
 

@@ -11,7 +11,19 @@ The rule fires only for jobs that trained at some point in the memory window (a 
 still initialising has made no progress yet and is not failed), and never for a job
 whose last step reached its planned steps (it finished and exited). It also catches a
 job whose ranks are all present but hung, e.g. in a collective, since they make no
-progress. Elastic jobs that shrink on purpose keep the larger world size in memory for
+progress.
+
+How long it waits depends on what is left of the job. While a process that has stepped
+is still scraped (a hang, or ranks lost while the others wait in their next collective),
+the fault is certain and the wait is the progress window and the ``for``. When no such
+process is left (every process gone, or new ones after a restart that have not stepped
+yet: rescheduling, NCCL init, a checkpoint load), the job may be restarting, which is
+routine and not a page. It fails only once no full progress has been seen for
+``windows.restart_gap``: a restart whose processes step again within it pages nothing, and
+one that never comes back, or whose new processes hang before their first step, pages
+then. A process's step count starts from zero, so "has stepped" is a count above zero;
+a store that keeps a dead process's last sample without a staleness marker for its
+lookback pages a whole-job restart on the short wait. Elastic jobs that shrink on purpose keep the larger world size in memory for
 the memory window and should raise ``windows.memory`` awareness in their runbook.
 
 In Alertmanager (``alertmanager/obsgen-routes.yaml``) a firing Train_RankFailed inhibits
@@ -25,7 +37,8 @@ died, hung, or their metrics are no longer scraped. A synchronous job cannot con
 without every rank; the remaining ranks wait in their next collective until the NCCL
 timeout kills them.
 
-Fires after the fault, with the default windows: 4 to 4.5 min.
+Fires after the fault, with the default windows: 4 to 4.5 min; all gone (or new processes
+that never step): about 20 min.
 
 Check first:
 1. The scheduler's view of the job's pods or Slurm tasks: OOM kills, evictions, node failures (NotReady nodes, Xid errors, ECC errors on the hosts of the missing ranks).
@@ -34,6 +47,7 @@ Check first:
 """
 from __future__ import annotations
 
+from ..config import duration, seconds
 from ..model import Alert, Family, Record, expr
 from ..contract import L, M, R
 from ..promql import Ctx
@@ -44,8 +58,12 @@ NAME = "ranks"
 
 def build(c: Ctx) -> Family:
     memory, progress, rate = c.w("memory"), c.w("progress"), c.w("rate")
-    # remembered for the memory window after the ranks are seen to stop (a preset's cadence)
+    gap = c.w("restart_gap")
+    # remembered for the memory window after the ranks are seen to stop (a preset's cadence),
+    # and at least the progress window and twice the gap: a job without a live process
+    # waits the gap, then the alert's for and its evaluations
     memory = c.outlasting(memory)
+    memory = duration(max(seconds(memory), seconds(c.stepped(progress)) + 2 * seconds(gap)))
     world = f"max_over_time({c.r(R.world_size)}[{memory}])"
     job = c.tl(L.job_id)
     rules = (
@@ -57,6 +75,16 @@ def build(c: Ctx) -> Family:
             count {c.by(L.job_id)} (
               sum {c.by(L.job_id, L.rank)} ({c.rate(M.train_step_seconds, '_count', progress, fn='increase')})
               > 0
+            )
+            or {c.on(L.job_id)} 0 * {world}
+        """)),
+        # Ranks whose running process has stepped: its step count is above zero. A process
+        # that died leaves none (its series end with staleness markers); a new one after a
+        # restart starts from zero and counts once it steps. A 0, not no value, once none
+        # has: a ruler on remote storage reads an ended record's last value for the lookback.
+        Record(c.rname(R.ranks_stepped), expr(f"""
+            count {c.by(L.job_id)} (
+              sum {c.by(L.job_id, L.rank)} ({c.m(M.train_step_seconds, '_count')}) > 0
             )
             or {c.on(L.job_id)} 0 * {world}
         """)),
@@ -84,6 +112,13 @@ def build(c: Ctx) -> Family:
                 ) > 0
                 and {c.on(L.job_id)}
                 max_over_time({c.r(R.ranks_progressing)}[{memory}]) > 0
+                and {c.on(L.job_id)}
+                (
+                  {c.r(R.ranks_stepped)} > 0
+                  or
+                  max_over_time({c.r(R.ranks_progressing)}[{gap}])
+                  < {c.on(L.job_id)} {world}
+                )
                 unless {c.on(L.job_id)}
                 (
                   max_over_time({c.r(R.current_step)}[{memory}])

@@ -1,8 +1,11 @@
-"""Rank scenarios, timed from ``windows.progress``, ``windows.memory`` and RankFailed's
-``for``: a rank that completed no step in the progress window is not progressing, so
-RankFailed fires within that window, its ``for`` and two evaluations of the loss (the
-remaining ranks of a synchronous job hang in their next collective); a restart shorter
-than that wait fires nothing."""
+"""Rank scenarios, timed from ``windows.progress``, ``windows.restart_gap``,
+``windows.memory`` and RankFailed's ``for``. A rank that completed no step in the progress
+window is not progressing. While a process that has stepped is still there (the remaining
+ranks of a synchronous job hang in their next collective), RankFailed fires within that
+window, its ``for`` and two evaluations of the loss. A job with no such process left (all
+gone, or new ones loading after a restart) fires only once no full progress has been seen
+for ``windows.restart_gap``, so a restart whose processes step again within it fires
+nothing."""
 from __future__ import annotations
 
 from ..synth import Job, RankLoss, Restart
@@ -19,16 +22,23 @@ def scenarios(s: Setting) -> list:
     w = s.read("progress") + s.for_(RF) + 2 * s.every("ranks")
     bound = f"the progress window ({words(s.read('progress'))}), its for and two evaluations ({words(w)})"
     a, b = "scenario-ranks-a", "scenario-ranks-b"
-    # a restart shorter than the alert waits (the progress window and its for, less the
-    # scrapes the new processes need to show two samples) is no failure
-    gap = min(3.0, s.read("progress") + s.for_(RF) - 1.5)
-    restart: list = ([Scenario(
-        f"a restart with a {words(gap)} gap (shorter than the progress window and its for), "
-        "counter resets and new instances fires nothing",
-        [Job(job_id=a, faults=(Restart(at=onset * MIN, gap=gap * MIN),))],
-        onset + gap + w + 10, [Quiet(RF)])] if gap >= 0.5 else
-        [NotStated("a restart fires nothing", f"the progress window and {RF}'s for leave less "
-                   "than 2 minutes: any restart is a failure to it")])
+    # all gone: the last full progress is a progress window after the exit; then the gap
+    # and the for. A restart whose processes step again within the gap is no failure.
+    gap = s.w("restart_gap")
+    gone = s.read("progress") + gap + s.for_(RF) + 2 * s.every("ranks")
+    gone_bound = (f"the progress window, windows.restart_gap ({words(gap)}), its for and two "
+                  f"evaluations ({words(gone)})")
+    restart: list = [
+        Scenario(f"a restart with a {words(gap)} gap (windows.restart_gap: rescheduling, "
+                 "a checkpoint load), counter resets and new instances fires nothing",
+                 [Job(job_id=a, faults=(Restart(at=onset * MIN, gap=gap * MIN),))],
+                 onset + gap + w + 10, [Quiet(RF)]),
+        Scenario(f"new processes that hang before their first step after a restart fire {RF} "
+                 f"within {gone_bound}",
+                 [Job(job_id=a, faults=(Restart(at=onset * MIN, gap=MIN),
+                                        RankLoss(ranks=(), at=(onset + 1) * MIN)))],
+                 onset + gone + 2, [Fires(RF, onset, gone, ({"job_id": a},), gone_bound)]),
+    ]
     return [*restart,
         Scenario("a healthy job fires nothing", [Job(job_id=a)], onset + w + 10, [Quiet(RF)]),
         Scenario("a job initialising for 10 minutes before its first step fires nothing",
@@ -40,7 +50,10 @@ def scenarios(s: Setting) -> list:
                  [Job(job_id=a, faults=(RankLoss(ranks=(6, 7), at=onset * MIN),)),
                   Job(job_id=b, subnet=1, seed=2)], onset + w + 2,
                  [Fires(RF, onset, w, ({"job_id": a},), bound)]),
-        Scenario(f"all ranks gone fires {RF} within {bound}",
-                 [Job(job_id=a, stop=onset * MIN)], onset + w + 2,
+        Scenario(f"all ranks gone fires {RF} within {gone_bound}",
+                 [Job(job_id=a, stop=onset * MIN)], onset + gone + 2,
+                 [Fires(RF, onset, gone, ({"job_id": a},), gone_bound)]),
+        Scenario(f"all ranks present and hung in a collective fire {RF} within {bound}",
+                 [Job(job_id=a, faults=(RankLoss(ranks=(), at=onset * MIN),))], onset + w + 2,
                  [Fires(RF, onset, w, ({"job_id": a},), bound)]),
     ]

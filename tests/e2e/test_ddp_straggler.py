@@ -106,7 +106,9 @@ def test_only_the_straggler_fires_and_a_completed_job_is_not_a_failed_one(stack,
     proc = ddp["proc"]
     assert proc.wait(240) == 0, procs.log("torchrun")
     procs.procs.pop("torchrun", None)
-    time.sleep(10 * 30 / stack.speed)  # ten scaled scrape intervals: RankFailed would be firing
+    # the progress window, windows.restart_gap (every process is gone), RankFailed's for and
+    # its evaluations: 20 model minutes, after which it would be firing had the job failed
+    time.sleep(22 * 60 / stack.speed)
     since = int(time.time() - ddp["settled"])
     # evaluations each alert fired in since the job settled: the straggler throughout; in
     # this world 60 times faster a rate window is 5 s of real steps, and another rank of a
