@@ -111,6 +111,14 @@ SCENARIOS: dict[str, Scenario] = {
         # 2-minute gap left too little and fired once in a CI run with three Prometheus
         # servers beside it. The boundary itself is the promtool fixtures' (exact time).
         _faults(Restart(at=10 * MIN, gap=1 * MIN)), 10 * MIN),
+    # With no process left that has stepped, RankFailed waits windows.restart_gap (15m)
+    # before it pages: rescheduled pods, NCCL init and a checkpoint load take minutes.
+    "slow-restart": Scenario(
+        "every process exits at minute 10 and the job restarts 10 minutes later "
+        "(rescheduled, its checkpoint loaded): new processes, counters from zero",
+        _faults(Restart(at=10 * MIN, gap=10 * MIN)), 10 * MIN),
+    "crash": Scenario("every process exits at minute 10 and nothing restarts the job",
+                      lambda j: replace(j, stop=10 * MIN), 10 * MIN),
 }
 
 

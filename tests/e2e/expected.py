@@ -50,6 +50,9 @@ EXPECTED = {
         "rank-loss-straggler", {alert("Train_RankFailed"), alert(P, rank="3", stage="0")}),
     "a job that completes its planned steps and exits fires nothing": ("completion", set()),
     "a restart with new processes and counters from zero fires nothing": ("restart", set()),
+    "a restart 10 minutes after every process exited fires nothing": ("slow-restart", set()),
+    "a job whose processes all exit and never come back fires RankFailed": (
+        "crash", {alert("Train_RankFailed")}),
 }
 IDENTITY = ("rank", "stage", "signal")
 
