@@ -11,12 +11,15 @@ initialises more) can be flagged for a few seconds. That is a property of the ru
 of this job; the report of issue 4 describes it."""
 from __future__ import annotations
 
+import copy
 import importlib.util
 import os
 import time
 from datetime import datetime, timezone
 
 import pytest
+
+from obsgen import config, pipeline, scenarios
 
 from . import harness
 
@@ -102,13 +105,24 @@ def test_every_rank_all_reduces_the_same_bytes_per_step_in_the_dp_group(stack, d
     assert per_step and all(abs(v - 4 * params) / (4 * params) < 0.02 for v in per_step.values()), per_step
 
 
+def _all_gone_fires_within() -> float:
+    """Model seconds within which the rendered scenarios state that a job whose ranks are
+    all gone fires Train_RankFailed, for the config of model time the e2e profile is scaled
+    from (the progress window, windows.restart_gap, the for and two evaluations)."""
+    cfg = config.Config(copy.deepcopy(config.DEFAULTS), "(model time)")
+    (within,) = [e.within for item in scenarios.stated(pipeline.families(cfg), cfg)["ranks"]
+                 if getattr(item, "sentence", "").startswith("all ranks gone")
+                 for e in item.expects if e.alert == "Train_RankFailed"]
+    return within * 60
+
+
 def test_only_the_straggler_fires_and_a_completed_job_is_not_a_failed_one(stack, ddp, procs):
     proc = ddp["proc"]
     assert proc.wait(240) == 0, procs.log("torchrun")
     procs.procs.pop("torchrun", None)
-    # the progress window, windows.restart_gap (every process is gone), RankFailed's for and
-    # its evaluations: 20 model minutes, after which it would be firing had the job failed
-    time.sleep(22 * 60 / stack.speed)
+    # as long as the e2e profile's scenarios say a job whose processes all exited takes to
+    # fire Train_RankFailed (the progress window, windows.restart_gap, its for), and a scrape
+    time.sleep((_all_gone_fires_within() + 30) / stack.speed)
     since = int(time.time() - ddp["settled"])
     # evaluations each alert fired in since the job settled: the straggler throughout; in
     # this world 60 times faster a rate window is 5 s of real steps, and another rank of a
