@@ -23,8 +23,10 @@ routine and not a page. It fails only once no full progress has been seen for
 one that never comes back, or whose new processes hang before their first step, pages
 then. A process's step count starts from zero, so "has stepped" is a count above zero;
 a store that keeps a dead process's last sample without a staleness marker for its
-lookback pages a whole-job restart on the short wait. Elastic jobs that shrink on purpose keep the larger world size in memory for
-the memory window and should raise ``windows.memory`` awareness in their runbook.
+lookback pages a whole-job restart on the short wait.
+
+Elastic jobs that shrink on purpose keep the larger world size in memory for the memory
+window and should raise ``windows.memory`` awareness in their runbook.
 
 In Alertmanager (``alertmanager/obsgen-routes.yaml``) a firing Train_RankFailed inhibits
 the straggler and checkpoint alerts of the same job: with ranks dead or hung, a slow or

@@ -86,10 +86,14 @@ def collect(stack, simulator) -> dict:
         return model >= END and expected <= got
 
     def why() -> str:  # a loaded machine shows as a stalled simulator or late rules
-        status = json.loads(harness.get(f"{simulator['url']}/status"))
+        try:
+            status = json.loads(harness.get(f"{simulator['url']}/status"))
+            gap = (f"{status['max_gap_seconds']:.1f} s (interval {status['interval']:g} s)")
+        except OSError as exc:  # the simulator is gone: say so, not instead of the timeout
+            gap = f"unknown ({exc})"
         return (f"fired so far: {fired()}\nthe simulator's longest wall gap between ticks: "
-                f"{status['max_gap_seconds']:.1f} s (interval {status['interval']:g} s); the "
-                f"machine's stalls since the start: {harness.STALLS.within(wall0, time.time()):.1f} s")
+                f"{gap}; the machine's stalls since the start: "
+                f"{harness.STALLS.within(wall0, time.time()):.1f} s")
 
     harness.wait_until("every expected alert", done, END / speed + 90, interval=2,
                        on_fail=why)
