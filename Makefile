@@ -109,16 +109,18 @@ $(BENCH_STAMP): $(E2E_STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,torch,bench]'
 	@touch $@
 
-bench: $(BENCH_STAMP) e2e-tools ## benchmarks: NCCL sidecar parse rate, instrument overhead, straggler detection, rules and panels at 1k-16k ranks, the shard tier of a sharded render at 16k (~1.5 h)
+bench: $(BENCH_STAMP) e2e-tools ## benchmarks: NCCL sidecar parse rate, instrument overhead, straggler detection, rules and panels at 1k-16k ranks, the shard tier of a sharded render at 16k, its centre at 131k (~2.5 h)
 	$(BIN)/python -m benchmarks.nccl_parse
 	$(BIN)/python -m benchmarks.detect
 	$(BIN)/python benchmarks/instrument_overhead.py
 	$(BIN)/python -m benchmarks.scale
 	$(BIN)/python -m benchmarks.sharded
+	$(BIN)/python -m benchmarks.central
 
 bench-scale: $(BENCH_STAMP) e2e-tools ## only the scale benchmarks: benchmarks/RESULTS.md, SHARDED.md and scale.png
 	$(BIN)/python -m benchmarks.scale
 	$(BIN)/python -m benchmarks.sharded
+	$(BIN)/python -m benchmarks.central
 
 detect: $(STAMP) tools ## straggler detection: localization, latency, benign behaviours, a 24-hour soak, misroutes, episodes (benchmarks/DETECTION.md, ~15 min)
 	$(BIN)/python -m benchmarks.detect

@@ -445,7 +445,8 @@ def text(results: dict, here: Path) -> str:
         out += "\n".join(["", "## 131,072 ranks: sharded Prometheus and a central ruler", "",
                           f"From `benchmarks/sharded.py` (SHARDED.md): the shard tier on one "
                           f"shard of {res['ranks']:,} ranks, as each of 8 shards of a "
-                          "131,072-rank job holds.", "", *sharded.targets(res)]) + "\n"
+                          "131,072-rank job holds.", "",
+                          *sharded.targets(res, sharded.load_centre(here))]) + "\n"
     return out
 
 

@@ -301,16 +301,21 @@ def backfill_raw(b: stream.Bench, data: Path, work: Path, read: frozenset[str],
             "seconds": time.monotonic() - t0}
 
 
-def backfill_recorded(b: stream.Bench, data: Path, work: Path, rules: list[Rule], log) -> dict:
+LONG = frozenset({"train_grad_norm", "train_loss", "train_nonfinite"})
+
+
+def backfill_recorded(b: stream.Bench, data: Path, work: Path, rules: list[Rule], log,
+                      long: frozenset[str] = LONG, args: tuple[str, ...] = BACKFILL_ARGS) -> dict:
     """Recorded series over the job's whole history, evaluated by Prometheus, level by
-    level."""
+    level. ``long``: the series (scraped or recorded before) that span the whole job
+    history; what reads them is recorded over it too."""
     promtool = prom.binary("promtool")
     t0 = time.monotonic()
     lv = levels(rules)
     # Series derived from the job-level gradient norm are recorded over the whole job
     # history (their rules read 6 h); the others over the ranks' window, the only time
     # their inputs exist.
-    long: set[str] = {"train_grad_norm", "train_loss", "train_nonfinite"}
+    long = set(long)
     for d, level_rules in enumerate(lv):
         spans: dict[int, list[Rule]] = {}
         for r in level_rules:
@@ -321,7 +326,7 @@ def backfill_recorded(b: stream.Bench, data: Path, work: Path, rules: list[Rule]
                 spans.setdefault(b.end - b.rank_history, []).append(r)
         # promtool reads each rule over the whole window in one range query: at 16,384 ranks
         # on a loaded machine that outlasted Prometheus' default 2m query timeout (a 503)
-        with prom.Prometheus(data, work / "prometheus.log", BACKFILL_ARGS) as p:
+        with prom.Prometheus(data, work / "prometheus.log", args) as p:
             for i, (start, span_rules) in enumerate(sorted(spans.items())):
                 rule_file = work / f"recording-{d}-{i}.yaml"
                 rule_file.write_text(yaml.safe_dump({"groups": [{"name": f"level-{d}", "rules": [

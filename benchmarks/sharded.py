@@ -39,6 +39,7 @@ from obsgen.config import DEFAULTS, Config
 from obsgen.plan import Shape
 
 from . import prom, stream
+from .measures import PANEL_TARGET_MS
 from .scale import (HERE, ROOT, Rule, _groups, _say, backfill_raw, backfill_recorded,
                     group_times, measure, naive_rules, read_families, recording)
 
@@ -141,7 +142,14 @@ def global_model(res: dict) -> dict[str, dict]:
     return out
 
 
-def targets(res: dict) -> list[str]:
+def load_centre(here: Path) -> dict | None:
+    """benchmarks/central.py's results (the centre measured at 131,072 ranks), when kept
+    beside sharded.json."""
+    path = here / "central.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def targets(res: dict, centre: dict | None = None) -> list[str]:
     """Issue 38's targets as measured (a table, and the machine's speed under it)."""
     n = res["ranks"]
     shard = {g: v for g, v in res["groups"].items() if v["suite"] == "obsgen"}
@@ -157,7 +165,8 @@ def targets(res: dict) -> list[str]:
             f"{res['sent_per_s']:,.0f} of {res['scraped_per_s']:,.0f} samples/s, {ratio:.2%} "
             f"(`obsgen plan --shards` for the same shape: {model:.2%}) | "
             f"{'met' if ratio < 0.05 else '**missed**'} |",
-            _global_row(res, naive),
+            _centre_row(centre) if centre else _global_row(res, naive),
+            _panel_row(centre) if centre else
             "| every panel over 1 h at 131,072 ranks under 2 s | not measured: the dashboards "
             "read the per-rank series of the shards (a query layer over them, or "
             "dashboards.records) | open |", "",
@@ -167,6 +176,45 @@ def targets(res: dict) -> list[str]:
             f"measures the rules: {mem['rules_peak_rss'] / 2**30:.1f} GiB (a shard that scrapes "
             f"holds its head too); {res['counts']['all']:,.0f} series in the shard's TSDB"
             + (", the global tier's records included." if global_model(res) else ".")]
+
+
+def centre_groups(centre: dict) -> dict[str, dict]:
+    """The centre's groups: the global tier's, and the panels family's (apart)."""
+    return {g: v for g, v in centre["groups"].items()
+            if v["ms"] is not None and v["suite"] == "obsgen"}
+
+
+def _is_panels(group: str) -> bool:
+    return group.startswith("obsgen-panels")
+
+
+def _centre_row(centre: dict) -> str:
+    groups = {g: v for g, v in centre_groups(centre).items() if not _is_panels(g)}
+    over = sorted((g for g, v in groups.items() if v["ms"] >= TARGET_MS),
+                  key=lambda g: -groups[g]["ms"])
+    worst = max(groups.items(), key=lambda kv: kv[1]["ms"])
+    said = (f"{len(over)} of {len(groups)} groups over 1 s: "
+            + ", ".join(f"`{g}` {groups[g]['ms']:,.0f} ms" for g in over)
+            if over else f"every group under 1 s; slowest `{worst[0]}` {worst[1]['ms']:,.0f} ms")
+    return (f"| global-tier groups under 1 s at 131,072 ranks | measured at the centre of "
+            f"{centre['ranks']:,} ranks (below): {said}"
+            f"{'. Next step in the section below' if over else ''} | "
+            f"{'**missed**' if over else 'met'} |")
+
+
+def _panel_row(centre: dict) -> str:
+    ps = centre["panels"]["centre"]
+    over = [k for k, v in ps.items() if v["ms"] >= PANEL_TARGET_MS or v["errors"]]
+    worst = max(ps.items(), key=lambda kv: kv[1]["ms"])
+    q = centre["panel_queries"]
+    return (f"| every panel over 1 h at 131,072 ranks under 2 s | the {len(ps)} panels whose "
+            f"{q['centre']} queries read only what the centre holds (dashboards.records), at "
+            f"{centre['ranks']:,} ranks: {len(over)} over 2 s, slowest `{worst[0]}` "
+            f"{worst[1]['ms']:,.0f} ms. The other {len(centre['panels_at_shards'])} panels "
+            f"({q['shards']} queries) read a shard's scraped series: a query layer over the "
+            f"shards, each answering for its {centre['shard_ranks']:,} ranks (RESULTS.md's "
+            f"{centre['shard_ranks']:,}-rank raw panels); not measured through such a layer | "
+            f"{'met at the centre' if not over else '**missed**'} |")
 
 
 def _global_row(res: dict, naive: float) -> str:
@@ -207,38 +255,100 @@ def _speed(naive: float, n: int, worst: float) -> str:
             f"{worst / factor:,.0f} ms")
 
 
-def markdown(res: dict) -> str:
+def _centre_speed(c: dict, groups: dict[str, dict]) -> str:
+    naive = c["built"].get("naive_ms")
+    factor = _factor(naive, c["shard_ranks"]) if naive else None
+    if not factor:
+        return ""
+    worst = max((v["ms"], g) for g, v in groups.items() if not _is_panels(g))
+    return (f" The naive suite over the shard's TSDB took {naive:,.0f} ms per evaluation in "
+            f"the same run: {factor:.2f}x the run the time budgets were first met on (RESULTS.md);"
+            f" at that speed the slowest global group, `{worst[1]}`, takes "
+            f"{worst[0] / factor:,.0f} ms.")
+
+
+def centre_section(c: dict) -> list[str]:
+    """SHARDED.md's section on the centre measured at 131,072 ranks (central.json)."""
+    groups = centre_groups(c)
+    b = c["built"]
+    mem = c["memory"]["obsgen"]
+    minutes = (b.get("shard", {}).get("raw", {}).get("seconds", 0)
+               + b.get("shard", {}).get("recorded", {}).get("seconds", 0)
+               + b["copies"]["seconds"] + b["compaction_seconds"] + b["recorded"]["seconds"]) / 60
+    out = [f"## The centre of {c['ranks']:,} ranks, measured", "",
+           f"Written by `python -m benchmarks.central` (central.json; its docstring says how "
+           f"the TSDB is built): what {c['copies']} shards of {c['shard_ranks']:,} ranks "
+           f"write, in one Prometheus ({c['copies']} relabelled copies of one shard's "
+           f"keep-list series, {b['dump']['bytes'] / 2**30:.1f} GiB of OpenMetrics a copy), and "
+           f"the global tier's records backfilled over them: {c['counts']['all']:,.0f} series, "
+           f"{b['tsdb_bytes'] / 2**30:.1f} GiB of blocks, built in {minutes:,.0f} min. Peak RSS "
+           f"of a fresh Prometheus evaluating the global tier at 5 times: "
+           f"{mem['rules_peak_rss'] / 2**30:.1f} GiB; of the one that also ran every centre "
+           f"panel: {mem['panels_peak_rss'] / 2**30:.1f} GiB."
+           + _centre_speed(c, groups), "",
+           "| group | every | ms per evaluation | samples read | most samples held |",
+           "|---|---:|---:|---:|---:|"]
+    for g, v in sorted(groups.items(), key=lambda kv: (_is_panels(kv[0]), kv[0])):
+        flag = " **over 1 s**" if v["ms"] >= TARGET_MS else ""
+        out.append(f"| `{g}` | {v['interval']:g} s | {v['ms']:,.0f}{flag} | "
+                   f"{v['samples']:,.0f} | {v['peak_samples']:,.0f} |")
+    tier = {g: v for g, v in c["groups"].items() if v["suite"] == "shard" and v["ms"] is not None}
+    if tier:
+        slow = max(tier.items(), key=lambda kv: kv[1]["ms"])
+        out += ["", f"The shard tier of the same rules, timed in the same run over the shard's "
+                f"TSDB ({c['shard_ranks']:,} ranks): slowest `{slow[0]}` {slow[1]['ms']:,.0f} ms, "
+                f"{sum(1 for v in tier.values() if v['ms'] >= TARGET_MS)} of {len(tier)} groups "
+                "over 1 s."]
+    ps = c["panels"]["centre"]
+    out += ["", "The `obsgen-panels-*` groups are the panels family (`dashboards.records`), "
+            "rendered and measured apart as in RESULTS.md.", "",
+            f"**Panels at the centre, over 1 h** ({len(ps)} panels, the slowest ten; a panel's "
+            "time is the sum of its queries'):", "", "| panel | ms | samples | series |",
+            "|---|---:|---:|---:|"]
+    for k, v in sorted(ps.items(), key=lambda kv: -kv[1]["ms"])[:10]:
+        out.append(f"| {k} | {v['ms']:,.0f} | {v['samples']:,.0f} | {v['series']:,.0f} |")
+    out += ["", f"**Panels that read a shard's scraped series** ({len(c['panels_at_shards'])}): "
+            + ", ".join(c["panels_at_shards"]) + ".", ""]
+    return out
+
+
+def markdown(res: dict, centre: dict | None = None) -> str:
     n = res["ranks"]
     shard = {g: v for g, v in res["groups"].items() if v["suite"] == "obsgen"}
     out = [f"# Sharded benchmark: the shard tier on one shard of {n:,} ranks", "",
            "Written by `make bench-scale` (`python -m benchmarks.sharded`; `--report` rewrites "
            "this file from `sharded.json`). Do not edit by hand.", "",
-           "## Targets", "", *targets(res), "",
+           "## Targets", "", *targets(res, centre), "",
            "## Shard-tier groups", "",
            "| group | ms per evaluation | every | samples read |", "|---|---:|---:|---:|"]
     for g, v in sorted(shard.items()):
         out.append(f"| `{g}` | {v['ms']:,.1f} | {v['interval']:g} s | {v['samples']:,.0f} |")
     wire = res["sent_per_s"] * E2E_BYTES_PER_SAMPLE
     model = global_model(res)
+    measured = centre_groups(centre) if centre else {}
     if model:
         small = (res.get("growth") or {}).get("ranks")
         mem = res["memory"].get("global", {}).get("rules_peak_rss")
         out += ["", "## Global-tier groups (the central ruler)", "",
                 f"Timed over the same TSDB, reading only the shard tier's records and the "
-                f"cluster-wide series: the centre of a {n:,}-rank job. The last column is a "
-                f"model, not a measurement: the time at {n:,} ranks times (131,072 / {n:,}) "
-                f"to the group's growth exponent"
-                + (f" from the run at {small:,} ranks" if small else "")
-                + ", at least linear."
+                f"cluster-wide series: the centre of a {n:,}-rank job. The model column is "
+                f"the time at {n:,} ranks times (131,072 / {n:,}) to the group's growth "
+                f"exponent" + (f" from the run at {small:,} ranks" if small else "")
+                + ", at least linear; the last column is the measurement at 131,072 ranks "
+                "(the next section), where there is one."
                 + (f" Peak RSS of a fresh Prometheus evaluating the global tier: "
                    f"{mem / 2**30:.1f} GiB." if mem else ""), "",
                 f"| group | every | ms at {small or 0:,} | ms at {n:,} | exponent | samples read "
-                f"at {n:,} | model: ms at 131,072 |", "|---|---:|---:|---:|---:|---:|---:|"]
+                f"at {n:,} | model: ms at 131,072 | measured: ms at 131,072 |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for g, v in sorted(model.items()):
             k = "" if v["exponent"] is None else f"{v['exponent']:.2f}"
             sm = "" if v["small_ms"] is None else f"{v['small_ms']:,.1f}"
+            big = f"{measured[g]['ms']:,.0f}" if g in measured else ""
             out.append(f"| `{g}` | {v['interval']:g} s | {sm} | {v['ms']:,.1f} | {k} | "
-                       f"{v['samples']:,.0f} | {v['big_ms']:,.0f} |")
+                       f"{v['samples']:,.0f} | {v['big_ms']:,.0f} | {big} |")
+    if centre:
+        out += ["", *centre_section(centre)]
     out += ["", "## What the shard writes to the centre", "",
             f"{sum(res['kept_series'].values()):,} series of {len(res['kept_series'])} names, "
             f"{res['sent_per_s']:,.0f} samples/s; at the {E2E_BYTES_PER_SAMPLE} bytes a sample "
@@ -284,12 +394,12 @@ def main(argv=None) -> int:
             res["growth"] = small
         args.results.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
     res = json.loads(args.results.read_text())
-    (args.results.parent / "SHARDED.md").write_text(markdown(res))
+    (args.results.parent / "SHARDED.md").write_text(markdown(res, load_centre(args.results.parent)))
     if (args.results.parent / "results.json").exists():  # RESULTS.md's sharded section
         from . import report
         report.write(json.loads((args.results.parent / "results.json").read_text()),
                      args.results.parent)
-    print(markdown(res))
+    print(markdown(res, load_centre(args.results.parent)))
     return 0
 
 

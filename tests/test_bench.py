@@ -371,3 +371,97 @@ def test_the_sharded_benchmark_times_the_shard_tier_and_counts_the_keep_list():
     written = set(_tiny().series()) | {"train_grad_norm", "train_loss", "train_nonfinite"}
     assert read and read - written <= {"job_recovery_seconds", "job_checkpoint_age_at_failure_seconds",
                               "moe_expert_tokens_total"}, sorted(read - written)
+
+
+# the centre at 131,072 ranks (benchmarks/central.py) ---------------------------------------
+_DUMP = (
+    'job_rank:train_busy_seconds:mean1m{job_id="bench",node="gpu-node-009",rank="72",stage="4"} 1.18 1700009036.447\n'
+    'obsgen_shard:stragglers_job_tp_group_train_rank_mesh_pipeline:0{cp_group="3",dp_group="0",dp_rank="5",'
+    'instance="10.0.0.1:9400",job="training",job_id="bench",node="gpu-node-000",pp_group="2",rank="72",'
+    'stage="4",tp_group="9",tp_rank="0"} 1 1700009006.447\n'
+    'obsgen_shard:ranks_job_train_world_size_max:2{job_id="bench",node="gpu-node-009",rank="72"} 16384 1700009006.447\n'
+    'obsgen_shard:gpus_job_node_train_ranks_count:0{job_id="bench",node="gpu-node-009",rank="72"} 16384 1700009006.447\n'
+    'obsgen_shard:ranks_job_train_current_step_max:3{job_id="bench",rank="72"} 16384 1700009006.447\n'
+    '# EOF\n')
+
+
+@pytest.mark.parametrize("case,k,want", [
+    ("copy 0 is the shard as it is, with the job's world size", 0,
+     ['node="gpu-node-009",rank="72"', 'tp_group="9"', "} 131072 1700009006.447",
+      'current_step_max:3{job_id="bench",rank="72"} 16384 ']),
+    ("copy 3 names other hosts, ranks and TP/PP groups, and keeps the DP group", 3,
+     ['node="s3-gpu-node-009",rank="s3-72"', 'cp_group="s3-3",dp_group="0",dp_rank="s3-5"',
+      'instance="s3-10.0.0.1:9400",job="training",job_id="bench"', 'pp_group="s3-2"',
+      'tp_group="s3-9",tp_rank="0"', 'stage="4"', "} 131072 1700009006.447",
+      'current_step_max:3{job_id="bench",rank="s3-72"} 16384 ']),
+])
+def test_a_copy_of_the_shard_is_another_shards_hosts_of_the_big_job(case, k, want, tmp_path):
+    """benchmarks/central.py writes one shard's keep-list series 8 times with sed: each copy
+    is another shard's hosts (their ranks, nodes, pods and in-shard groups), the world size
+    is the big job's, and any other value is left alone (a step count that equals the
+    shard's ranks too)."""
+    from benchmarks import central
+    cfg = central.centre_config()
+    tier, _ = central.shard_tier(cfg)
+    world = central._world_records(cfg, tier)
+    assert sorted(world) == ["obsgen_shard:gpus_job_node_train_ranks_count:0",
+                             "obsgen_shard:ranks_job_train_world_size_max:2"]
+    script = tmp_path / "copy.sed"
+    script.write_text(central.sed_script(k, world, 16384))
+    out = subprocess.run(["sed", "-f", str(script)], input=_DUMP, capture_output=True,
+                         text=True, check=True).stdout
+    assert len(out.splitlines()) == len(_DUMP.splitlines())
+    for text in want:
+        assert text in out, (case, text, out)
+    assert out.count("131072") == 2
+
+
+def _centre(group_ms: dict[str, float], panel_ms: float) -> dict:
+    groups = {g: {"suite": "obsgen", "ms": ms, "interval": 30, "samples": 1, "peak_samples": 1}
+              for g, ms in group_ms.items()}
+    groups["obsgen-shard-ranks"] = {"suite": "shard", "ms": 5000.0, "interval": 30,
+                                    "samples": 1, "peak_samples": 1}
+    return {"ranks": 131072, "shard_ranks": 16384, "copies": 8, "groups": groups,
+            "panels": {"centre": {"A / p": {"ms": panel_ms, "samples": 1, "series": 1,
+                                            "queries": 1, "errors": []}}},
+            "panel_queries": {"centre": 1, "shards": 2}, "panels_at_shards": ["B / q"],
+            "memory": {"obsgen": {"rules_peak_rss": 2**30, "panels_peak_rss": 2**31}},
+            "counts": {"all": 10}, "built": {"dump": {"bytes": 1}, "copies": {"seconds": 1},
+                                             "compaction_seconds": 1, "recorded": {"seconds": 1},
+                                             "tsdb_bytes": 1}}
+
+
+@pytest.mark.parametrize("case,groups,panel,want", [
+    ("a global group of 1.5 s at the centre misses, and is named",
+     {"obsgen-stragglers": 1500.0, "obsgen-ranks": 900.0, "obsgen-panels-comm": 3000.0}, 100.0,
+     ["**missed**", "met at the centre"]),
+    ("every global group under 1 s meets; a panel of 2.5 s misses",
+     {"obsgen-stragglers": 990.0, "obsgen-panels-comm": 3000.0}, 2500.0,
+     ["met", "**missed**"]),
+])
+def test_the_centre_measured_at_131072_ranks_says_met_or_missed(case, groups, panel, want):
+    """With central.json, the global row is the measurement at 131,072 ranks, not the model.
+    The panels family's groups and the shard tier's are reported apart, never in it."""
+    from benchmarks import sharded
+    c = _centre(groups, panel)
+    rows = sharded.targets(_sharded_result(900.0, 30.0), c)[4:6]
+    assert [r.rsplit("|", 2)[-2].strip() for r in rows] == want, rows
+    assert "Not measured" not in rows[0] and "131,072 ranks" in rows[0]
+    assert "obsgen-panels-comm" not in rows[0] and "obsgen-shard-ranks" not in rows[0]
+    if want[0] != "met":
+        assert "`obsgen-stragglers` 1,500 ms" in rows[0] and "obsgen-ranks" not in rows[0]
+    text = sharded.markdown(_sharded_result(900.0, 30.0), c)
+    assert "## The centre of 131,072 ranks, measured" in text and "B / q" in text
+
+
+def test_the_centre_times_only_the_panels_whose_every_series_it_holds():
+    from benchmarks import central
+    from obsgen import shards
+    cfg = central.centre_config()
+    tier, keep = central.shard_tier(cfg)
+    held = set(keep) | {r.name for r in central.global_tier(cfg) if r.kind == "record"}
+    ok, rest = central.centre_panels(cfg, held)
+    assert ok and rest
+    reads = [shards._reads(shards._parse(central.panel_expr(q, "j")), set()) for q in ok + rest]
+    assert all(r <= held for r in reads[:len(ok)])
+    assert all(r - held for r in reads[len(ok):])
