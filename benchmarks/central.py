@@ -176,6 +176,27 @@ def on_the_shard(shard: Path, work: Path, tier: list, repeats: int) -> dict[str,
     return group_times(out, suites)
 
 
+def time_shard(shard: Path, work: Path, tier: list, repeats: int, built: dict) -> dict:
+    """Compact the shard's blocks (as benchmarks/sharded.py measures them), then time it."""
+    _say("the shard: compacting")
+    built["shard_compaction_seconds"] = prom.compact(shard, work / "prometheus.log")
+    _say(f"the shard tier and the naive suite on the shard ({repeats} repeats)")
+    groups = on_the_shard(shard, work, tier, repeats)
+    built["naive_ms"] = sum(v["ms"] or 0 for v in groups.values() if v["suite"] == "naive")
+    return groups
+
+
+def retime_shard(work: Path, results: Path, repeats: int) -> dict:
+    """--shard-only: the shard tier and the naive suite timed again over the kept shard
+    (compacted first), into an existing central.json."""
+    res = json.loads(results.read_text())
+    tier, _ = shard_tier(centre_config())
+    groups = time_shard(work / f"shard-{res['shard_ranks']}", work, tier, repeats, res["built"])
+    res["groups"] = {g: v for g, v in res["groups"].items() if v["suite"] != "shard"}
+    res["groups"].update({g: v for g, v in groups.items() if v["suite"] == "shard"})
+    return res
+
+
 def centre_panels(cfg, central: set[str]) -> tuple[list, list]:
     """The panel queries the centre can answer (every series they read is held there), and
     the rest (they read a shard's scraped series: a query layer over the shards)."""
@@ -198,13 +219,14 @@ def run(work: Path, repeats: int, reuse_shard: bool, n: int = SHARD_RANKS) -> di
     shard, data = work / f"shard-{n}", work / f"centre-{big}"
     built: dict = {}
     with open(work / "central.log", "a") as log:
-        if not (reuse_shard and shard.exists()):
+        kept = work / f"shard-{n}.json"  # how the shard was built, for --reuse-shard
+        if reuse_shard and shard.exists() and kept.exists():
+            built["shard"] = json.loads(kept.read_text())
+        else:
             shutil.rmtree(shard, ignore_errors=True)
             built["shard"] = build_shard(n, shard, work, log)
-        _say(f"the shard tier and the naive suite on the shard ({repeats} repeats)")
-        shard_groups = on_the_shard(shard, work, tier, repeats)
-        built["naive_ms"] = sum(v["ms"] or 0 for v in shard_groups.values()
-                                if v["suite"] == "naive")
+            kept.write_text(json.dumps(built["shard"], indent=1, sort_keys=True) + "\n")
+        shard_groups = time_shard(shard, work, tier, repeats, built)
         _say("the keep-list's series: dumping")
         source, once = work / "keep.om", work / "once.om"
         built["dump"] = dump(shard, keep, source, log, once=False)
@@ -249,9 +271,15 @@ def main(argv=None) -> int:
     ap.add_argument("--results", type=Path, default=HERE / "central.json")
     ap.add_argument("--reuse-shard", action="store_true",
                     help="keep a shard TSDB built by an earlier run (the work folder's)")
+    ap.add_argument("--shard-only", action="store_true",
+                    help="only time the kept shard again (the shard tier, the naive suite) "
+                         "into the existing results")
     ap.add_argument("--report", action="store_true", help="only rewrite the report")
     args = ap.parse_args(argv)
-    if not args.report:
+    if args.shard_only:
+        res = retime_shard(args.work, args.results, args.repeats)
+        args.results.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
+    elif not args.report:
         res = run(args.work, args.repeats, args.reuse_shard, args.shard_ranks)
         args.results.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
     from . import sharded
