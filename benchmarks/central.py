@@ -142,6 +142,7 @@ def write_copies(source: Path, once: Path, data: Path, work: Path, world: list[s
                 if subprocess.run(["sed", "-f", str(script), str(source)], stdout=fh,
                                   stderr=log).returncode:
                     raise RuntimeError(f"sed failed on copy {k}; see {log.name}")
+            script.unlink()
             if pending:
                 finish(pending)
             pending = (subprocess.Popen([promtool, "tsdb", "create-blocks-from", "openmetrics",

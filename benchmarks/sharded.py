@@ -309,7 +309,33 @@ def centre_section(c: dict) -> list[str]:
         out.append(f"| {k} | {v['ms']:,.0f} | {v['samples']:,.0f} | {v['series']:,.0f} |")
     out += ["", f"**Panels that read a shard's scraped series** ({len(c['panels_at_shards'])}): "
             + ", ".join(c["panels_at_shards"]) + ".", ""]
+    slow = [g for g, v in groups.items() if not _is_panels(g) and v["ms"] >= TARGET_MS]
+    slow_panels = [k for k, v in ps.items() if v["ms"] >= PANEL_TARGET_MS]
+    if slow or slow_panels:
+        out += ["**Next steps for the misses.**", "", *NEXT_STEPS, ""]
     return out
+
+
+# What SHARDED.md says to do when the centre misses its targets (benchmarks/central.py).
+NEXT_STEPS = (
+    "1. **Aggregate by job on the shards.** The ranks, checkpoints, pipeline, fabric and "
+    "GPU-facts groups read per-rank partials that the centre aggregates by job straight "
+    "away: a maximum (current step, last checkpoint, the slowest rank's checkpoint and step "
+    "rates), or a sum or a count (ranks progressing and stepped, checkpoint bytes, bubble "
+    "time per stage, link recoveries, GPUs and ranks per host). A shard can take that "
+    "aggregate over its own ranks. The centre then combines 8 partials instead of 131,072 "
+    "series. This needs each shard's partial to carry a label of its own at the centre (an "
+    "external label per shard that the keep-list keeps). The guide asks for no such label "
+    "today, so that a per-rank record never splits in two when a rank moves.",
+    "2. **Split what stays per rank by stage.** The straggler group's stage baselines and "
+    "the NCCL group's last-arrival ratios need every rank's value at the centre. With one "
+    "group per pipeline stage, each reading `stage=\"<k>\"`, a ruler with more cores "
+    "evaluates the stages side by side: Prometheus runs every group on its own.",
+    "3. **Record the panels' cross-rank spread.** *Busy time across ranks* takes the "
+    "maximum, median and minimum over every rank at every step of the hour. Recorded per "
+    "job in the panels family (for the dashboard's default of every rank), it would read "
+    "3 series.",
+)
 
 
 def markdown(res: dict, centre: dict | None = None) -> str:
