@@ -198,7 +198,7 @@ def _centre_row(centre: dict) -> str:
             if over else f"every group under 1 s; slowest `{worst[0]}` {worst[1]['ms']:,.0f} ms")
     return (f"| global-tier groups under 1 s at 131,072 ranks | measured at the centre of "
             f"{centre['ranks']:,} ranks (below): {said}"
-            f"{'. Next step in the section below' if over else ''} | "
+            f"{'. Next steps: SHARDED.md, on the centre measured' if over else ''} | "
             f"{'**missed**' if over else 'met'} |")
 
 
