@@ -38,7 +38,8 @@ import sys
 import time
 from pathlib import Path
 
-from obsgen import shards
+from obsgen import contract, shards
+from obsgen.promql import identifiers
 
 from . import prom, stream
 from .scale import (EVAL_TIMES, HERE, LONG, ROOT, BACKFILL_ARGS, _say, backfill_raw,
@@ -48,13 +49,10 @@ from .sharded import BIG, global_tier, shard_tier, sharded_config
 
 SHARD_RANKS = 16384
 COPIES = BIG // SHARD_RANKS
-# Labels that name a host, a process, a GPU or a group within one shard: made distinct
-# in each copy. The data-parallel group (dp_group) spans shards and stays as it is.
-COPIED = ("rank", "node", "nodename", "Hostname", "hostname", "instance", "pod", "uid",
-          "UUID", "process_host", "inspector_host", "tp_group", "pp_group", "cp_group",
-          "ep_group", "dp_rank")
-# Shard records of the last rank's job-level series: one rank exports them, at any size.
-ONCE = "obsgen_shard:gradients_"
+# Labels (contract keys) that name a host, a process, a GPU or a group inside one shard:
+# made distinct in each copy. The data-parallel group (dp_group) spans shards and stays.
+COPIED = (*shards.PIN_KEYS, "pod", "uid", "tp_group", "pp_group", "cp_group", "ep_group",
+          "dp_rank")
 # A 131,072-rank range query reads tens of millions of samples; Prometheus' default
 # --query.max-samples (50 M) is sized for dashboards, not for a backfill.
 CENTRE_ARGS = (*BACKFILL_ARGS, "--query.max-samples=2000000000")
@@ -76,17 +74,30 @@ def _promtool3() -> str:
 
 def _world_records(cfg, tier) -> list[str]:
     """Shard records that carry the world size as it is scraped (one per rank)."""
-    world = cfg.metric("train_world_size")
-    return [r.name for r in tier if " ".join(r.expr.split()) in (world, world + "{}")
-            or " ".join(r.expr.split()).startswith(world + "{")
-            and "(" not in r.expr]
+    world = cfg.metric(contract.M.train_world_size.key)
+    out = []
+    for r in tier:
+        e = "".join(r.expr.split())
+        if e == world or (e.startswith(world + "{") and "(" not in e):
+            out.append(r.name)
+    return out
 
 
-def sed_script(k: int, world: list[str], n: int) -> str:
+def _once(tier) -> set[str]:
+    """Shard records of the series one rank exports whatever the job's size (the last
+    rank's loss and gradient norm): written once, not once a copy."""
+    return {r.name for r in tier if identifiers(r.expr) & LONG}
+
+
+def copied_labels(cfg) -> list[str]:
+    return [cfg.label(k) for k in COPIED if k in contract.LABELS]
+
+
+def sed_script(k: int, labels: list[str], world: list[str], n: int) -> str:
     """The sed program that turns the dump into copy k."""
     lines = []
     if k:
-        alts = "\\|".join(COPIED)
+        alts = "\\|".join(labels)
         lines.append(f's/\\([{{,]\\)\\({alts}\\)="/\\1\\2="s{k}-/g')
     for name in world:
         lines.append(f"/^{name.replace(':', '[:]')}{{/s/}} {n} /}} {n * COPIES} /")
@@ -107,8 +118,7 @@ def build_shard(n: int, data: Path, work: Path, log) -> dict:
     return out
 
 
-def dump(shard: Path, keep: tuple[str, ...], path: Path, log, once: bool) -> dict:
-    names = [n for n in keep if n.startswith(ONCE) == once]
+def dump(shard: Path, names: list[str], path: Path, log) -> dict:
     t0 = time.monotonic()
     with open(path, "w") as fh:
         res = subprocess.run([_promtool3(), "tsdb", "dump-openmetrics",
@@ -119,8 +129,8 @@ def dump(shard: Path, keep: tuple[str, ...], path: Path, log, once: bool) -> dic
     return {"bytes": path.stat().st_size, "seconds": time.monotonic() - t0}
 
 
-def write_copies(source: Path, once: Path, data: Path, work: Path, world: list[str], n: int,
-                 log) -> dict:
+def write_copies(source: Path, once: Path, data: Path, work: Path, labels: list[str],
+                 world: list[str], n: int, log) -> dict:
     """Copy k of the dump, by sed, while promtool writes copy k-1 into blocks."""
     promtool = prom.binary("promtool")
     t0 = time.monotonic()
@@ -137,7 +147,7 @@ def write_copies(source: Path, once: Path, data: Path, work: Path, world: list[s
         for k in range(COPIES):
             path = work / f"copy-{k}.om"
             script = work / f"copy-{k}.sed"
-            script.write_text(sed_script(k, world, n))
+            script.write_text(sed_script(k, labels, world, n))
             with open(path, "w") as fh:
                 if subprocess.run(["sed", "-f", str(script), str(source)], stdout=fh,
                                   stderr=log).returncode:
@@ -230,18 +240,20 @@ def run(work: Path, repeats: int, reuse_shard: bool, n: int = SHARD_RANKS) -> di
         shard_groups = time_shard(shard, work, tier, repeats, built)
         _say("the keep-list's series: dumping")
         source, once = work / "keep.om", work / "once.om"
-        built["dump"] = dump(shard, keep, source, log, once=False)
-        dump(shard, keep, once, log, once=True)
+        alone = _once(tier)
+        built["dump"] = dump(shard, [k for k in keep if k not in alone], source, log)
+        dump(shard, [k for k in keep if k in alone], once, log)
         shutil.rmtree(data, ignore_errors=True)
         data.mkdir()
         _say(f"the centre: {COPIES} copies into blocks")
-        built["copies"] = write_copies(source, once, data, work, world, n, log)
+        built["copies"] = write_copies(source, once, data, work, copied_labels(cfg), world, n,
+                                       log)
         source.unlink()
         once.unlink()
         _say("the centre: compacting")
         built["compaction_seconds"] = prom.compact(data, work / "prometheus.log")
         _say("the centre: the global tier's records, level by level")
-        long = frozenset(LONG | {n for n in keep if n.startswith(ONCE)})
+        long = frozenset(LONG | alone)
         built["recorded"] = backfill_recorded(stream.Bench(big), data, work,
                                               recording([glob]), log, long, CENTRE_ARGS)
         built["compaction_seconds"] += prom.compact(data, work / "prometheus.log")

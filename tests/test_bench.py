@@ -407,7 +407,7 @@ def test_a_copy_of_the_shard_is_another_shards_hosts_of_the_big_job(case, k, wan
     assert sorted(world) == ["obsgen_shard:gpus_job_node_train_ranks_count:0",
                              "obsgen_shard:ranks_job_train_world_size_max:2"]
     script = tmp_path / "copy.sed"
-    script.write_text(central.sed_script(k, world, 16384))
+    script.write_text(central.sed_script(k, central.copied_labels(cfg), world, 16384))
     out = subprocess.run(["sed", "-f", str(script)], input=_DUMP, capture_output=True,
                          text=True, check=True).stdout
     assert len(out.splitlines()) == len(_DUMP.splitlines())
