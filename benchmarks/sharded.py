@@ -344,6 +344,10 @@ def markdown(res: dict, centre: dict | None = None) -> str:
     out = [f"# Sharded benchmark: the shard tier on one shard of {n:,} ranks", "",
            "Written by `make bench-scale` (`python -m benchmarks.sharded`; `--report` rewrites "
            "this file from `sharded.json`). Do not edit by hand.", "",
+           *(["The last two targets and the section on the centre come from a later run, "
+              "`python -m benchmarks.central` (`central.json`), which measures the centre at "
+              f"{centre['ranks']:,} ranks; the rest from `benchmarks.sharded`'s run.", ""]
+             if centre else []),
            "## Targets", "", *targets(res, centre), "",
            "## Shard-tier groups", "",
            "| group | ms per evaluation | every | samples read |", "|---|---:|---:|---:|"]
