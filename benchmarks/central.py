@@ -42,9 +42,9 @@ from obsgen import contract, shards
 from obsgen.promql import identifiers
 
 from . import prom, stream
-from .scale import (EVAL_TIMES, HERE, LONG, ROOT, BACKFILL_ARGS, _say, backfill_raw,
+from .scale import (HERE, LONG, ROOT, BACKFILL_ARGS, _say, backfill_raw,
                     backfill_recorded, group_times, measure, naive_rules, panel_expr,
-                    panels, read_families, recording, summarize, time_rules)
+                    into_blocks, panels, read_families, recording, summarize)
 from .sharded import BIG, global_tier, shard_tier, sharded_config
 
 SHARD_RANKS = 16384
@@ -131,19 +131,9 @@ def dump(shard: Path, names: list[str], path: Path, log) -> dict:
 
 def write_copies(source: Path, once: Path, data: Path, work: Path, labels: list[str],
                  world: list[str], n: int, log) -> dict:
-    """Copy k of the dump, by sed, while promtool writes copy k-1 into blocks."""
-    promtool = prom.binary("promtool")
-    t0 = time.monotonic()
-    pending: tuple[subprocess.Popen, Path] | None = None
-
-    def finish(p):
-        proc, path = p
-        if proc.wait():
-            raise RuntimeError(f"promtool failed on {path}; see {log.name}")
-        if path != once:
-            path.unlink()
-
-    try:
+    """Copy k of the dump, by sed, while promtool writes copy k-1 into blocks; then the
+    series written once."""
+    def files():
         for k in range(COPIES):
             path = work / f"copy-{k}.om"
             script = work / f"copy-{k}.sed"
@@ -153,46 +143,35 @@ def write_copies(source: Path, once: Path, data: Path, work: Path, labels: list[
                                   stderr=log).returncode:
                     raise RuntimeError(f"sed failed on copy {k}; see {log.name}")
             script.unlink()
-            if pending:
-                finish(pending)
-            pending = (subprocess.Popen([promtool, "tsdb", "create-blocks-from", "openmetrics",
-                                         "-q", str(path), str(data)], stdout=log, stderr=log), path)
-        if pending:
-            finish(pending)
-            pending = None
-        res = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", "-q",
-                              str(once), str(data)], stdout=log, stderr=log)
-        if res.returncode:
-            raise RuntimeError(f"promtool failed on {once}; see {log.name}")
+            yield path
+        yield once
+
+    t0 = time.monotonic()
+    try:
+        into_blocks(files(), data, log)
     finally:
-        if pending and pending[0].poll() is None:
-            pending[0].kill()
-            pending[0].wait()
+        for p in work.glob("copy-*"):
+            p.unlink()
     return {"seconds": time.monotonic() - t0}
 
 
-def on_the_shard(shard: Path, work: Path, tier: list, repeats: int) -> dict[str, dict]:
+def on_the_shard(b: stream.Bench, shard: Path, work: Path, tier: list, repeats: int,
+                 log) -> dict[str, dict]:
     """The shard tier's and the naive suite's groups over the shard's TSDB, timed as
     benchmarks/sharded.py times them: the shard tier of these rules in this run, and the
     machine's speed (the naive suite) against RESULTS.md's reference run."""
     suites = {"shard": tier, "naive": naive_rules()}
-    out: dict = {s: {} for s in suites}
-    with prom.Prometheus(shard, work / "prometheus.log") as p:
-        for rules in suites.values():
-            time_rules(p, rules, EVAL_TIMES[-1], {})  # warm-up, discarded
-        for rnd in range(repeats):
-            for s in (list(suites) if rnd % 2 == 0 else list(reversed(suites))):
-                for at in EVAL_TIMES:
-                    time_rules(p, suites[s], at, out[s])
-    return group_times(out, suites)
+    raw = measure(b, shard, work, suites, {}, repeats, log, memory_suites=())
+    return group_times(raw["rules"], suites)
 
 
-def time_shard(shard: Path, work: Path, tier: list, repeats: int, built: dict) -> dict:
+def time_shard(n: int, work: Path, tier: list, repeats: int, built: dict, log) -> dict:
     """Compact the shard's blocks (as benchmarks/sharded.py measures them), then time it."""
+    shard = work / f"shard-{n}"
     _say("the shard: compacting")
     built["shard_compaction_seconds"] = prom.compact(shard, work / "prometheus.log")
     _say(f"the shard tier and the naive suite on the shard ({repeats} repeats)")
-    groups = on_the_shard(shard, work, tier, repeats)
+    groups = on_the_shard(stream.Bench(n), shard, work, tier, repeats, log)
     built["naive_ms"] = sum(v["ms"] or 0 for v in groups.values() if v["suite"] == "naive")
     return groups
 
@@ -202,7 +181,8 @@ def retime_shard(work: Path, results: Path, repeats: int) -> dict:
     (compacted first), into an existing central.json."""
     res = json.loads(results.read_text())
     tier, _ = shard_tier(centre_config())
-    groups = time_shard(work / f"shard-{res['shard_ranks']}", work, tier, repeats, res["built"])
+    with open(work / "central.log", "a") as log:
+        groups = time_shard(res["shard_ranks"], work, tier, repeats, res["built"], log)
     res["groups"] = {g: v for g, v in res["groups"].items() if v["suite"] != "shard"}
     res["groups"].update({g: v for g, v in groups.items() if v["suite"] == "shard"})
     return res
@@ -237,7 +217,7 @@ def run(work: Path, repeats: int, reuse_shard: bool, n: int = SHARD_RANKS) -> di
             shutil.rmtree(shard, ignore_errors=True)
             built["shard"] = build_shard(n, shard, work, log)
             kept.write_text(json.dumps(built["shard"], indent=1, sort_keys=True) + "\n")
-        shard_groups = time_shard(shard, work, tier, repeats, built)
+        shard_groups = time_shard(n, work, tier, repeats, built, log)
         _say("the keep-list's series: dumping")
         source, once = work / "keep.om", work / "once.om"
         alone = _once(tier)
@@ -249,7 +229,6 @@ def run(work: Path, repeats: int, reuse_shard: bool, n: int = SHARD_RANKS) -> di
         built["copies"] = write_copies(source, once, data, work, copied_labels(cfg), world, n,
                                        log)
         source.unlink()
-        once.unlink()
         _say("the centre: compacting")
         built["compaction_seconds"] = prom.compact(data, work / "prometheus.log")
         _say("the centre: the global tier's records, level by level")

@@ -48,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -252,14 +253,11 @@ def read_families(exprs: list[str]) -> frozenset[str]:
 
 
 # building the TSDB ---------------------------------------------------------------------------
-def backfill_raw(b: stream.Bench, data: Path, work: Path, read: frozenset[str],
-                 shard_ranks: int, log) -> dict:
-    """Stream the job into blocks, a shard of hosts at a time; the next shard is written
-    while promtool reads the previous one, so at most two shard files exist."""
+def into_blocks(paths: Iterable[Path], data: Path, log) -> None:
+    """promtool writes each OpenMetrics file of ``paths`` into blocks in ``data``, and the
+    file is removed once read. ``paths`` is lazy: the next file is written while promtool
+    reads the one before, so at most two exist at once."""
     promtool = prom.binary("promtool")
-    totals: dict[str, int] = {}
-    samples = 0
-    biggest = 0
     pending: tuple[subprocess.Popen, Path] | None = None
 
     def finish(p: tuple[subprocess.Popen, Path]) -> None:
@@ -268,22 +266,8 @@ def backfill_raw(b: stream.Bench, data: Path, work: Path, read: frozenset[str],
             raise RuntimeError(f"promtool failed on {path}; see {log.name}")
         path.unlink()
 
-    t0 = time.monotonic()
-    # The job-level series span the whole job history (several 2 h block ranges); promtool
-    # reads its input once per block range, so they go in a file of their own.
-    parts: list[range | None] = [None, *stream.shards(b, shard_ranks)]
     try:
-        for i, ranks in enumerate(parts):
-            path = work / f"shard-{i}.om"
-            with open(path, "w", buffering=1 << 22) as fh:
-                if ranks is None:
-                    w = stream.write(b, fh, range(0), job=True, read=read)
-                else:
-                    w = stream.write(b, fh, ranks, job=False, read=read)
-            biggest = max(biggest, path.stat().st_size)
-            samples += w.samples
-            for k, v in w.written.items():
-                totals[k] = totals.get(k, 0) + v
+        for path in paths:
             if pending:
                 finish(pending)
             pending = (subprocess.Popen([promtool, "tsdb", "create-blocks-from", "openmetrics",
@@ -295,6 +279,37 @@ def backfill_raw(b: stream.Bench, data: Path, work: Path, read: frozenset[str],
         if pending and pending[0].poll() is None:
             pending[0].kill()
             pending[0].wait()
+
+
+def backfill_raw(b: stream.Bench, data: Path, work: Path, read: frozenset[str],
+                 shard_ranks: int, log) -> dict:
+    """Stream the job into blocks, a shard of hosts at a time (into_blocks)."""
+    totals: dict[str, int] = {}
+    samples = 0
+    biggest = 0
+
+    def files():
+        nonlocal samples, biggest
+        # The job-level series span the whole job history (several 2 h block ranges);
+        # promtool reads its input once per block range, so they go in a file of their own.
+        parts: list[range | None] = [None, *stream.shards(b, shard_ranks)]
+        for i, ranks in enumerate(parts):
+            path = work / f"shard-{i}.om"
+            with open(path, "w", buffering=1 << 22) as fh:
+                if ranks is None:
+                    w = stream.write(b, fh, range(0), job=True, read=read)
+                else:
+                    w = stream.write(b, fh, ranks, job=False, read=read)
+            biggest = max(biggest, path.stat().st_size)
+            samples += w.samples
+            for k, v in w.written.items():
+                totals[k] = totals.get(k, 0) + v
+            yield path
+
+    t0 = time.monotonic()
+    try:
+        into_blocks(files(), data, log)
+    finally:
         for p in work.glob("shard-*.om"):
             p.unlink()
     return {"series": totals, "samples": samples, "largest_shard_bytes": biggest,
@@ -434,7 +449,8 @@ def measure(b: stream.Bench, data: Path, work: Path, suites: dict[str, list[Rule
             rules_peak = p.peak_rss()
             memory[s] = {"idle_rss": idle, "rules_peak_rss": rules_peak}
     # the process that ran every suite, repeatedly, and every panel
-    memory["obsgen"]["panels_peak_rss"] = all_peak
+    if "obsgen" in memory:
+        memory["obsgen"]["panels_peak_rss"] = all_peak
     return {"rules": rules, "panels": pans, "memory": memory, "counts": counts}
 
 

@@ -465,3 +465,26 @@ def test_the_centre_times_only_the_panels_whose_every_series_it_holds():
     reads = [shards._reads(shards._parse(central.panel_expr(q, "j")), set()) for q in ok + rest]
     assert all(r <= held for r in reads[:len(ok)])
     assert all(r - held for r in reads[len(ok):])
+
+
+def test_into_blocks_writes_each_file_as_the_next_is_made_and_removes_it(tmp_path):
+    """The pipeline backfill_raw and the centre's copies share: promtool reads each
+    OpenMetrics file while the next is written, each is removed once read, and a file
+    promtool rejects stops it with the file's name."""
+    data, log = tmp_path / "data", open(tmp_path / "log", "w")
+    data.mkdir()
+    made = []
+
+    def files(bad: bool = False):
+        for i in range(2):
+            path = tmp_path / f"f{i}.om"
+            body = "x_total 1 1700000000\n" if not (bad and i) else "x_total{ 1\n"
+            path.write_text(f'up{{i="{i}"}} 1 1700000000\n{body}# EOF\n')
+            made.append(path)
+            yield path
+
+    scale.into_blocks(files(), data, log)
+    assert not any(p.exists() for p in made)
+    assert any(d.is_dir() for d in data.iterdir())
+    with pytest.raises(RuntimeError, match="f1.om"):
+        scale.into_blocks(files(bad=True), data, log)
